@@ -1,0 +1,500 @@
+/*
+ * actc.h - the one public header of actc, a C11 library for training neural
+ * networks with compressed activations.
+ *
+ * Every tensor an operator keeps for its backward pass goes through the
+ * saved-context store (actc_save / actc_load).  The active policy picks a codec
+ * for each saved tensor; operators never know which one.  All tensor memory goes
+ * through one accounting allocator with categories, peaks and an optional budget.
+ *
+ * Conventions
+ *  - Every function that can fail returns an actc_status (or NULL) and leaves a
+ *    message readable with actc_last_error().  The library never prints or exits.
+ *  - Tensors are float32, contiguous, row-major, at most ACTC_MAX_DIMS dims.
+ *    Image tensors are NCHW.
+ *  - Ownership: a function returning a new actc_tensor* gives the caller one
+ *    reference; drop it with actc_tensor_release().
+ *  - The allocator and the error message are process-wide (the message is per
+ *    thread).  One actc_ctx is used from one thread at a time; kernels use OpenMP
+ *    internally.
+ */
+#ifndef ACTC_H
+#define ACTC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ACTC_VERSION "0.1.0"
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef enum {
+    ACTC_OK = 0,
+    ACTC_ERR_INVALID = 1,  /* bad argument, shape mismatch, unknown name      */
+    ACTC_ERR_OOM = 2,      /* allocation failed or the memory budget is hit   */
+    ACTC_ERR_IO = 3,       /* a file could not be opened, read or written     */
+    ACTC_ERR_FORMAT = 4,   /* a file is truncated, corrupt or of wrong kind   */
+    ACTC_ERR_NUMERIC = 5,  /* NaN or Inf where a finite number is required    */
+    ACTC_ERR_STATE = 6     /* call made in the wrong state (e.g. no tape)     */
+} actc_status;
+
+/* The message of the last failure on this thread ("" if none). */
+const char *actc_last_error(void);
+/* A short constant name for a status ("ACTC_ERR_OOM"...). */
+const char *actc_status_name(actc_status s);
+/* Record a failure: sets the thread's message (printf format) and returns s.
+ * Public so that user-defined operators report errors the same way. */
+actc_status actc_set_error(actc_status s, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* Status of the last failure on this thread (ACTC_OK after actc_clear_error). */
+actc_status actc_last_status(void);
+/* Forget the last failure. */
+void actc_clear_error(void);
+
+/* ------------------------------------------------------------------------ */
+/* Accounting allocator                                                      */
+/* ------------------------------------------------------------------------ */
+
+typedef enum {
+    ACTC_MEM_PARAM = 0,  /* model parameters and buffers (running stats)      */
+    ACTC_MEM_GRAD,       /* parameter gradients                                */
+    ACTC_MEM_OPTIM,      /* optimizer state                                    */
+    ACTC_MEM_CONTEXT,    /* what the saved-context store holds for backward    */
+    ACTC_MEM_ACT,        /* live forward outputs and backward gradients        */
+    ACTC_MEM_SCRATCH,    /* workspaces (im2col, decoded contexts, data batch)  */
+    ACTC_MEM_NCAT
+} actc_mem_cat;
+
+typedef struct {
+    size_t current[ACTC_MEM_NCAT]; /* bytes live now, per category            */
+    size_t peak[ACTC_MEM_NCAT];    /* highest value of current[c] since reset */
+    size_t current_total;          /* sum of current[]                        */
+    size_t peak_total;             /* highest value of current_total          */
+    size_t budget;                 /* 0 = unlimited                           */
+    size_t n_allocs;               /* allocations since the start             */
+} actc_mem_stats;
+
+/* Allocate `bytes` (64-byte aligned) tagged with `cat`.  Returns NULL and sets
+ * ACTC_ERR_OOM, with a message naming the category and the request, when the
+ * budget would be exceeded or the system is out of memory.  bytes==0 is valid. */
+void *actc_mem_alloc(actc_mem_cat cat, size_t bytes);
+/* As actc_mem_alloc, zero-filled. */
+void *actc_mem_calloc(actc_mem_cat cat, size_t bytes);
+/* Free a block from actc_mem_alloc (NULL is ignored). */
+void actc_mem_free(void *p);
+/* Size in bytes of a block from actc_mem_alloc. */
+size_t actc_mem_size(const void *p);
+/* Limit the total of live bytes (all categories); 0 removes the limit. */
+void actc_mem_set_budget(size_t bytes);
+/* Copy the counters into *out. */
+void actc_mem_get_stats(actc_mem_stats *out);
+/* Set every peak to the current value (start of a measured interval). */
+void actc_mem_reset_peak(void);
+/* "PARAM", "GRAD", ... */
+const char *actc_mem_cat_name(actc_mem_cat c);
+/* Parse "512MiB", "2GiB", "1.5G", "4096" (bytes).  K/M/G/T are powers of
+ * 1024 with or without "iB"; "KB"/"MB"/"GB" are powers of 1000. */
+actc_status actc_parse_bytes(const char *s, size_t *out);
+/* Format bytes as "12.3 MiB" into buf. Returns buf. */
+char *actc_format_bytes(size_t bytes, char *buf, size_t cap);
+/* Peak resident set size of this process in bytes (0 if unknown). */
+size_t actc_process_peak_rss(void);
+
+/* ------------------------------------------------------------------------ */
+/* Counter-based random numbers                                              */
+/* ------------------------------------------------------------------------ */
+
+/* Philox-4x32-10: the i-th output of stream (key) is a pure function of
+ * (key, i), so results do not depend on thread count or call order. */
+void actc_philox(uint64_t key, uint64_t counter, uint32_t out[4]);
+/* Uniform float in [0,1) for element i of stream key. */
+float actc_rand_uniform(uint64_t key, uint64_t i);
+/* Standard normal for element i of stream key (Box-Muller). */
+float actc_rand_normal(uint64_t key, uint64_t i);
+/* Mix several words into one stream key (splitmix64 based). */
+uint64_t actc_rng_key(uint64_t a, uint64_t b, uint64_t c);
+
+/* ------------------------------------------------------------------------ */
+/* Threads                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Set the number of OpenMP (and BLAS) threads; n<=0 keeps the default. */
+void actc_set_threads(int n);
+/* The number of threads kernels will use. */
+int actc_get_threads(void);
+
+/* ------------------------------------------------------------------------ */
+/* Tensors                                                                   */
+/* ------------------------------------------------------------------------ */
+
+#define ACTC_MAX_DIMS 5
+
+typedef struct actc_tensor {
+    int ndim;
+    int shape[ACTC_MAX_DIMS];
+    size_t numel;
+    float *data;               /* numel floats; NULL after the data is freed  */
+    struct actc_tensor *grad;  /* dL/d(this), same shape; NULL until set      */
+    actc_mem_cat cat;          /* category of data                            */
+    int requires_grad;         /* gradients flow to (or through) this tensor  */
+    int is_param;              /* a trainable parameter (grad kept as GRAD)   */
+    uint64_t id;               /* unique for the process, never reused        */
+    char name[48];             /* optional, for messages and checkpoints      */
+    /* private: reference counts (see actc_tensor_release) */
+    int refs_;                 /* owners of the data                           */
+    int tape_refs_;            /* tape nodes that route gradients through it  */
+} actc_tensor;
+
+/* New tensor with uninitialised data in category cat. NULL on failure. */
+actc_tensor *actc_tensor_new(actc_mem_cat cat, int ndim, const int *shape);
+/* New zero-filled tensor. */
+actc_tensor *actc_tensor_zeros(actc_mem_cat cat, int ndim, const int *shape);
+/* New tensor holding a copy of src's data and shape (category cat). */
+actc_tensor *actc_tensor_copy(actc_mem_cat cat, const actc_tensor *src);
+/* A trainable parameter (category PARAM, requires_grad, is_param) named name. */
+actc_tensor *actc_param_new(int ndim, const int *shape, const char *name);
+/* Add one owner. Returns t. */
+actc_tensor *actc_tensor_retain(actc_tensor *t);
+/* Drop one owner.  When the last owner goes, the data is freed at once (this is
+ * how forward intermediates die as soon as their consumers have run); the
+ * struct itself lives on while the tape still routes gradients through it. */
+void actc_tensor_release(actc_tensor *t);
+/* 1 if the two tensors have the same ndim and shape. */
+int actc_same_shape(const actc_tensor *a, const actc_tensor *b);
+/* Write "[2, 3, 4]" into buf. Returns buf. */
+char *actc_shape_str(const actc_tensor *t, char *buf, size_t cap);
+/* Free t->grad (parameters: call before each step or use actc_zero_grads). */
+void actc_tensor_drop_grad(actc_tensor *t);
+
+/* ------------------------------------------------------------------------ */
+/* Engine context: tape, saved-context store, policy                         */
+/* ------------------------------------------------------------------------ */
+
+typedef struct actc_ctx actc_ctx;
+typedef struct actc_node actc_node;
+
+/* Kinds of saved tensors: how the store may treat them. */
+typedef enum {
+    ACTC_SAVE_ACT = 0, /* real-valued activation: compressible, policy decides */
+    ACTC_SAVE_MASK,    /* boolean map, bit = (value > 0): 1 bit/elem, lossless */
+    ACTC_SAVE_INDEX,   /* small non-negative integers stored as floats:
+                          smallest of uint8/16/32 that holds the max, lossless */
+    ACTC_SAVE_EXACT,   /* must stay fp32 (statistics, parameters)             */
+    ACTC_SAVE_NKINDS
+} actc_save_kind;
+
+/* New context: training mode, policy "none", seed 0. NULL on failure. */
+actc_ctx *actc_ctx_new(void);
+/* Free the context, its tape and its store. */
+void actc_ctx_free(actc_ctx *ctx);
+/* Select the compression policy from a spec string ("none", "bf16", ...;
+ * actc_policy_list() names them).  Unknown specs fail with ACTC_ERR_INVALID. */
+actc_status actc_ctx_set_policy(actc_ctx *ctx, const char *spec);
+/* The canonical spec of the active policy. */
+const char *actc_ctx_policy(const actc_ctx *ctx);
+/* Multi-line help text listing every policy spec and its parameters. */
+const char *actc_policy_list(void);
+/* Training mode records the tape and saves contexts; eval mode does neither
+ * (batchnorm uses running statistics, dropout is the identity). */
+void actc_ctx_set_training(actc_ctx *ctx, int training);
+int actc_ctx_training(const actc_ctx *ctx);
+/* Seed of every random stream of the context (dropout, stochastic rounding). */
+void actc_ctx_set_seed(actc_ctx *ctx, uint64_t seed);
+uint64_t actc_ctx_seed(const actc_ctx *ctx);
+/* Step counter: random streams depend on (seed, step), so re-running a step
+ * with the same step number reproduces it exactly.  actc_backward advances it. */
+void actc_ctx_set_step(actc_ctx *ctx, uint64_t step);
+uint64_t actc_ctx_step(const actc_ctx *ctx);
+/* A fresh stream key for an operator's randomness in the current step
+ * (deterministic in seed, step and call order within the step). */
+uint64_t actc_ctx_next_key(actc_ctx *ctx);
+
+/* Name scopes ("layer1.0.conv1"): nodes record the scope they were made in,
+ * giving saved tensors stable names across steps (used by policies that keep
+ * per-tensor state and by inspection). */
+actc_status actc_scope_push(actc_ctx *ctx, const char *name);
+void actc_scope_pop(actc_ctx *ctx);
+
+/* Run the tape backwards from a scalar loss (dloss = 1): gradients accumulate
+ * into the .grad of every parameter; intermediate gradients and saved contexts
+ * are freed as soon as consumed.  Clears the tape and the store, advances the
+ * step.  On failure the tape is cleared as well. */
+actc_status actc_backward(actc_ctx *ctx, actc_tensor *loss);
+/* Drop the tape and the store without a backward pass (after an error). */
+void actc_ctx_reset(actc_ctx *ctx);
+/* Number of nodes currently on the tape. */
+int actc_tape_size(const actc_ctx *ctx);
+
+/* Statistics of the saved-context store.  "Activation memory" is stored_peak:
+ * the store's bytes at the end of the forward pass. */
+typedef struct {
+    size_t stored_bytes;          /* bytes the store holds now (all payloads)  */
+    size_t fp32_bytes;            /* what a plain fp32 framework would hold    */
+    size_t stored_peak;           /* peak of stored_bytes since the reset      */
+    size_t fp32_peak;             /* fp32_bytes at the moment of stored_peak   */
+    size_t stored_by_kind[ACTC_SAVE_NKINDS]; /* at stored_peak                 */
+    size_t fp32_by_kind[ACTC_SAVE_NKINDS];   /* at stored_peak                 */
+    size_t n_saves;               /* actc_save calls since the reset           */
+    size_t n_dedup;               /* of which answered by an existing entry    */
+} actc_store_stats;
+void actc_store_get_stats(const actc_ctx *ctx, actc_store_stats *out);
+void actc_store_reset_peak(actc_ctx *ctx);
+
+/* ---- Writing an operator --------------------------------------------------
+ * forward:  y = new output; node = actc_node_new(ctx, "myop", backward, y, n, in);
+ *           if (node) { actc_save(ctx, node, x, ACTC_SAVE_ACT); ... }
+ * backward: actc_tensor *x = actc_load(ctx, node, 0); ... actc_tensor_release(x);
+ *           float *gx = actc_grad_of(ctx, node->inputs[0]);  (NULL: no grad)
+ *           accumulate into gx from node->output->grad->data.
+ * A backward function returns ACTC_OK or an error status. */
+typedef actc_status (*actc_backward_fn)(actc_ctx *ctx, actc_node *node);
+
+#define ACTC_NODE_MAX_INPUTS 8
+#define ACTC_NODE_MAX_SAVES 8
+
+struct actc_node {
+    const char *op;                           /* operator name (static string) */
+    actc_backward_fn backward;
+    actc_tensor *inputs[ACTC_NODE_MAX_INPUTS];
+    int n_inputs;
+    actc_tensor *output;
+    int iattr[8];                             /* operator attributes            */
+    float fattr[8];
+    void *user;                               /* operator state, freed with     */
+    void (*user_free)(void *);                /* user_free when the node dies   */
+    /* private */
+    int slots_[ACTC_NODE_MAX_SAVES];
+    int n_slots_;
+    int index_;                               /* position on the tape          */
+    char scope_[128];
+};
+
+/* Record a node for output y computed from inputs in[0..n-1].  Returns NULL
+ * (without error) when nothing needs recording: eval mode, or no input
+ * requires a gradient.  Then y->requires_grad stays 0 and the op saves
+ * nothing.  On failure returns NULL and sets an error (check
+ * actc_last_status() != ACTC_OK after clearing it, or use actc_node_new2). */
+actc_node *actc_node_new(actc_ctx *ctx, const char *op, actc_backward_fn bw,
+                         actc_tensor *y, int n, actc_tensor *const *in);
+/* As actc_node_new but reports failure through the status: *out is NULL with
+ * ACTC_OK when no node is needed. */
+actc_status actc_node_new2(actc_ctx *ctx, const char *op, actc_backward_fn bw,
+                           actc_tensor *y, int n, actc_tensor *const *in,
+                           actc_node **out);
+/* Keep t for node's backward, as `kind`.  Saves are loaded back by their
+ * order: the k-th actc_save on a node is actc_load(ctx, node, k).  The same
+ * tensor saved twice with the same kind is stored once. */
+actc_status actc_save(actc_ctx *ctx, actc_node *node, const actc_tensor *t,
+                      actc_save_kind kind);
+/* Decode the k-th saved tensor of node into a new SCRATCH tensor of the
+ * original shape (MASK: 0/1 floats, INDEX: integer floats).  The caller
+ * releases it.  The store frees an entry once every save of it was loaded. */
+actc_tensor *actc_load(actc_ctx *ctx, actc_node *node, int k);
+/* The gradient buffer of t, zero-filled on first use (ACT category, GRAD for
+ * parameters), to accumulate into.  NULL if t needs no gradient (or on OOM:
+ * then actc_last_status() is ACTC_ERR_OOM). */
+float *actc_grad_of(actc_ctx *ctx, actc_tensor *t);
+
+/* ------------------------------------------------------------------------ */
+/* Operators (forward; backward is recorded on the tape)                     */
+/* All return a new tensor (caller releases) or NULL with an error set.      */
+/* ------------------------------------------------------------------------ */
+
+/* y[N,out] = x[N,in] W[out,in]^T + b[out] (b may be NULL). x may have more
+ * than 2 dims: the last dim is `in`, the others are flattened into N. */
+actc_tensor *actc_linear(actc_ctx *ctx, actc_tensor *x, actc_tensor *w, actc_tensor *b);
+/* 2-D convolution, x[N,C,H,W], w[K,C,kh,kw], b[K] or NULL; im2col + sgemm. */
+actc_tensor *actc_conv2d(actc_ctx *ctx, actc_tensor *x, actc_tensor *w, actc_tensor *b,
+                         int stride, int pad);
+/* Batch normalisation over N,H,W per channel.  Training: batch statistics,
+ * running_mean/var updated with `momentum` (PyTorch convention, unbiased var).
+ * Eval: running statistics.  gamma/beta are parameters [C]. */
+actc_tensor *actc_batchnorm2d(actc_ctx *ctx, actc_tensor *x, actc_tensor *gamma,
+                              actc_tensor *beta, actc_tensor *running_mean,
+                              actc_tensor *running_var, float momentum, float eps);
+actc_tensor *actc_relu(actc_ctx *ctx, actc_tensor *x);
+/* Max pooling, window k, stride s, zero... padding p (padded cells never win). */
+actc_tensor *actc_maxpool2d(actc_ctx *ctx, actc_tensor *x, int k, int s, int p);
+/* Average pooling (padding counted in the divisor, as PyTorch's default). */
+actc_tensor *actc_avgpool2d(actc_ctx *ctx, actc_tensor *x, int k, int s, int p);
+/* [N,C,H,W] -> [N,C]. */
+actc_tensor *actc_global_avgpool(actc_ctx *ctx, actc_tensor *x);
+/* Inverted dropout with drop probability p (identity in eval mode). */
+actc_tensor *actc_dropout(actc_ctx *ctx, actc_tensor *x, float p);
+/* a + b, same shapes (residual connection). */
+actc_tensor *actc_add(actc_ctx *ctx, actc_tensor *a, actc_tensor *b);
+/* Same data, new shape (same numel); one dim may be -1. */
+actc_tensor *actc_reshape(actc_ctx *ctx, actc_tensor *x, int ndim, const int *shape);
+/* [N, ...] -> [N, rest]. */
+actc_tensor *actc_flatten(actc_ctx *ctx, actc_tensor *x);
+/* Mean softmax cross-entropy of logits[N,K] against integer labels[N] (values
+ * in [0,K), or ignore_index to skip a row; pass -1 for none).  Returns a
+ * scalar tensor.  If n_correct is not NULL it receives the count of rows whose
+ * argmax equals the label. */
+actc_tensor *actc_cross_entropy(actc_ctx *ctx, actc_tensor *logits, const int32_t *labels,
+                                int ignore_index, int *n_correct);
+
+/* ------------------------------------------------------------------------ */
+/* Models                                                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef struct actc_model actc_model;
+
+typedef struct {
+    int in_channels;   /* default 1 */
+    int in_h, in_w;    /* default 28 x 28 */
+    int num_classes;   /* default 10 */
+    int width;         /* MLP hidden width (default 256); 0 = default */
+    float dropout;     /* MLP dropout (default 0) */
+    uint64_t seed;     /* parameter initialisation */
+} actc_model_opts;
+
+/* Default options (1x28x28 input, 10 classes). */
+actc_model_opts actc_model_default_opts(void);
+/* Build a model by name: "mlp", "resnet20", "resnet32", "resnet56",
+ * "resnet18". */
+actc_status actc_model_create(const char *name, const actc_model_opts *o, actc_model **out);
+void actc_model_free(actc_model *m);
+/* Names accepted by actc_model_create, one per line with a description. */
+const char *actc_model_list(void);
+const char *actc_model_name(const actc_model *m);
+const actc_model_opts *actc_model_get_opts(const actc_model *m);
+/* logits[N,num_classes] for a batch x[N,C,H,W].  Records the tape in training
+ * mode.  The caller releases the result. */
+actc_tensor *actc_model_forward(actc_model *m, actc_ctx *ctx, actc_tensor *x);
+/* Trainable parameters (order is stable). */
+int actc_model_params(actc_model *m, actc_tensor ***out);
+/* Everything a checkpoint must hold: parameters then buffers (running stats). */
+int actc_model_state(actc_model *m, actc_tensor ***out);
+/* Total number of trainable scalars. */
+size_t actc_model_num_params(actc_model *m);
+/* Free the .grad of every parameter. */
+void actc_model_zero_grad(actc_model *m);
+
+/* ------------------------------------------------------------------------ */
+/* Optimizers and learning-rate schedules                                    */
+/* ------------------------------------------------------------------------ */
+
+typedef struct actc_optim actc_optim;
+
+/* SGD with momentum (0 = plain), Nesterov, L2 weight decay (added to grad). */
+actc_optim *actc_sgd_new(actc_tensor **params, int n, float momentum, int nesterov,
+                         float weight_decay);
+/* AdamW (decoupled weight decay). */
+actc_optim *actc_adamw_new(actc_tensor **params, int n, float beta1, float beta2,
+                           float eps, float weight_decay);
+void actc_optim_free(actc_optim *o);
+/* One update with learning rate lr using each parameter's .grad (a parameter
+ * without grad is skipped).  Does not clear the gradients. */
+actc_status actc_optim_step(actc_optim *o, float lr);
+/* "sgd" or "adamw". */
+const char *actc_optim_name(const actc_optim *o);
+/* State tensors for checkpoints (momentum buffers, Adam moments; allocated
+ * lazily on the first step, so call after one step or actc_optim_init_state). */
+int actc_optim_state(actc_optim *o, actc_tensor ***out);
+/* Allocate all state tensors now (zeros). */
+actc_status actc_optim_init_state(actc_optim *o);
+/* Number of steps taken (AdamW bias correction); settable for resume. */
+uint64_t actc_optim_steps(const actc_optim *o);
+void actc_optim_set_steps(actc_optim *o, uint64_t steps);
+
+typedef enum { ACTC_LR_CONSTANT = 0, ACTC_LR_STEP, ACTC_LR_COSINE } actc_lr_kind;
+typedef struct {
+    actc_lr_kind kind;
+    float base_lr;
+    float min_lr;          /* cosine floor                                  */
+    uint64_t warmup_steps; /* linear warm-up from 0 to base_lr              */
+    uint64_t total_steps;  /* cosine horizon                                */
+    uint64_t step_size;    /* step decay every step_size steps              */
+    float gamma;           /* step decay factor                             */
+} actc_lr_schedule;
+/* Learning rate at (0-based) step. */
+float actc_lr_at(const actc_lr_schedule *s, uint64_t step);
+/* Parse "cosine", "step:30:0.1" (every 30 epochs... in steps), "const". */
+actc_status actc_lr_parse(const char *spec, actc_lr_schedule *s);
+
+/* ------------------------------------------------------------------------ */
+/* Data                                                                      */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    int n, c, h, w;        /* images[n][c][h][w] as uint8                    */
+    uint8_t *pixels;       /* n*c*h*w bytes                                  */
+    int32_t *labels;       /* n labels                                       */
+    int num_classes;       /* 1 + max label                                  */
+} actc_image_dataset;
+
+/* Read an IDX image file (magic 0x00000803, dims n,h,w) and its IDX label file
+ * (0x00000801, dim n), gzip-compressed or not.  Errors name the file. */
+actc_status actc_idx_load(const char *images_path, const char *labels_path,
+                          actc_image_dataset *out);
+/* Fashion-MNIST from directory dir (default /usr/share/datasets/fashion-mnist
+ * when dir is NULL): train=1 -> train-*, train=0 -> t10k-*; either .gz or not. */
+actc_status actc_fashion_mnist_load(const char *dir, int train, actc_image_dataset *out);
+void actc_image_dataset_free(actc_image_dataset *d);
+
+typedef struct {
+    float mean, std;       /* normalisation x = (p/255 - mean) / std          */
+    int crop_pad;          /* random crop with this zero padding (0 = off)    */
+    int hflip;             /* random horizontal flip                          */
+    int shuffle;
+    uint64_t seed;
+} actc_loader_opts;
+
+typedef struct actc_loader actc_loader;
+/* Batches of `batch` images (the last partial batch is dropped if drop_last). */
+actc_loader *actc_loader_new(const actc_image_dataset *d, int batch, int drop_last,
+                             const actc_loader_opts *o);
+void actc_loader_free(actc_loader *l);
+/* Number of batches per epoch. */
+int actc_loader_num_batches(const actc_loader *l);
+/* Fill x (a [B,C,H,W] SCRATCH tensor the loader allocates; caller releases)
+ * and labels (B entries, owned by the loader until the next call) with batch
+ * `index` of epoch `epoch`.  Order and augmentation are a pure function of
+ * (seed, epoch, index), so a resumed run sees the same batches. */
+actc_status actc_loader_get(actc_loader *l, int epoch, int index, actc_tensor **x,
+                            const int32_t **labels, int *batch_size);
+
+/* ------------------------------------------------------------------------ */
+/* Checkpoints                                                               */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    char model[32];        /* model name                                    */
+    char optim[16];        /* optimizer name ("" if none)                   */
+    char policy[64];       /* compression policy spec                       */
+    uint64_t epoch;        /* epochs completed                              */
+    uint64_t step;         /* global steps completed                        */
+    uint64_t batch_in_epoch; /* batches of `epoch` already done             */
+    uint64_t seed;
+    int32_t batch;
+    float extra[8];        /* free for the caller (e.g. lr settings)        */
+} actc_ckpt_meta;
+
+/* Write model state (and optimizer state when o is not NULL) to path: written
+ * to path.tmp, fsync'ed, then renamed.  Header: magic, version, shapes; a
+ * CRC-32 over everything. */
+actc_status actc_checkpoint_save(const char *path, actc_model *m, actc_optim *o,
+                                 const actc_ckpt_meta *meta);
+/* Read only the metadata (to create the right model first). */
+actc_status actc_checkpoint_peek(const char *path, actc_ckpt_meta *meta);
+/* Load into an existing model (and optimizer if not NULL).  Checks the magic,
+ * version, checksum, model name and every shape; nothing is modified unless
+ * all checks pass. */
+actc_status actc_checkpoint_load(const char *path, actc_model *m, actc_optim *o,
+                                 actc_ckpt_meta *meta);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ACTC_H */

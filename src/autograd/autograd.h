@@ -1,0 +1,54 @@
+/* Internal state of an engine context: the tape (nodes in forward order) and
+ * the saved-context store (compressed payloads waiting for backward). */
+#ifndef ACTC_AUTOGRAD_H
+#define ACTC_AUTOGRAD_H
+#include "actc.h"
+#include "../codec/codec.h"
+#include "../policy/policy.h"
+
+typedef struct {
+    uint64_t tensor_id;
+    actc_save_kind kind;
+    const actc_codec *codec;
+    actc_codec_args args;
+    void *blob;              /* CONTEXT-accounted payload; NULL once freed  */
+    size_t bytes;            /* payload bytes                               */
+    size_t fp32_bytes;       /* this entry's share of the fp32 reference    */
+    size_t numel;
+    int ndim, shape[ACTC_MAX_DIMS];
+    int pending;             /* loads still expected                        */
+} actc_store_entry;
+
+typedef struct {
+    uint64_t key;
+    uint32_t count;
+} actc_key_count;
+
+struct actc_ctx {
+    int training;
+    uint64_t seed, step, key_counter;
+    actc_policy *policy;
+
+    actc_node **nodes;
+    int n_nodes, cap_nodes;
+
+    actc_store_entry *entries;
+    int n_entries, cap_entries;
+    actc_store_stats st;
+    size_t cur_by_kind[ACTC_SAVE_NKINDS];      /* live payload bytes per kind */
+    size_t cur_fp32_by_kind[ACTC_SAVE_NKINDS]; /* live fp32 reference per kind */
+
+    /* occurrences of each (scope, op, save index) this step: stable keys */
+    actc_key_count *occ;
+    size_t occ_cap, occ_used;
+
+    char scope[128];
+    int scope_len[32];
+    int scope_depth;
+};
+
+/* Store internals used by the tape. */
+void actc__store_release_node(actc_ctx *ctx, actc_node *node);
+void actc__store_clear(actc_ctx *ctx);
+void actc__store_free(actc_ctx *ctx);
+#endif

@@ -1,0 +1,80 @@
+/* Engine context: mode, seeds, scopes and policy selection. */
+#include "autograd.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+actc_ctx *actc_ctx_new(void)
+{
+    actc_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) {
+        actc_set_error(ACTC_ERR_OOM, "out of memory for an engine context");
+        return NULL;
+    }
+    ctx->training = 1;
+    if (actc__policy_create("none", &ctx->policy) != ACTC_OK) {
+        free(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+void actc_ctx_free(actc_ctx *ctx)
+{
+    if (!ctx) return;
+    actc_ctx_reset(ctx);
+    actc__store_free(ctx);
+    actc__policy_free(ctx->policy);
+    free(ctx->nodes);
+    free(ctx->occ);
+    free(ctx);
+}
+
+actc_status actc_ctx_set_policy(actc_ctx *ctx, const char *spec)
+{
+    if (ctx->n_nodes)
+        return actc_set_error(ACTC_ERR_STATE, "cannot change the compression policy while a tape is recorded");
+    actc_policy *p;
+    actc_status s = actc__policy_create(spec, &p);
+    if (s != ACTC_OK) return s;
+    actc__policy_free(ctx->policy);
+    ctx->policy = p;
+    return ACTC_OK;
+}
+
+const char *actc_ctx_policy(const actc_ctx *ctx) { return ctx->policy->spec; }
+void actc_ctx_set_training(actc_ctx *ctx, int training) { ctx->training = training != 0; }
+int actc_ctx_training(const actc_ctx *ctx) { return ctx->training; }
+void actc_ctx_set_seed(actc_ctx *ctx, uint64_t seed) { ctx->seed = seed; }
+uint64_t actc_ctx_seed(const actc_ctx *ctx) { return ctx->seed; }
+
+void actc_ctx_set_step(actc_ctx *ctx, uint64_t step)
+{
+    ctx->step = step;
+    ctx->key_counter = 0;
+}
+uint64_t actc_ctx_step(const actc_ctx *ctx) { return ctx->step; }
+
+uint64_t actc_ctx_next_key(actc_ctx *ctx)
+{
+    return actc_rng_key(ctx->seed, ctx->step, 0x4F50000000000000ULL + ctx->key_counter++);
+}
+
+actc_status actc_scope_push(actc_ctx *ctx, const char *name)
+{
+    if (ctx->scope_depth >= 32)
+        return actc_set_error(ACTC_ERR_INVALID, "name scopes nested deeper than 32");
+    size_t len = strlen(ctx->scope);
+    int n = snprintf(ctx->scope + len, sizeof ctx->scope - len, "%s%s", len ? "." : "", name);
+    if (n < 0 || (size_t)n >= sizeof ctx->scope - len) {
+        ctx->scope[len] = '\0';
+        return actc_set_error(ACTC_ERR_INVALID, "name scope too long at '%s'", name);
+    }
+    ctx->scope_len[ctx->scope_depth++] = (int)len;
+    return ACTC_OK;
+}
+
+void actc_scope_pop(actc_ctx *ctx)
+{
+    if (ctx->scope_depth > 0) ctx->scope[ctx->scope_len[--ctx->scope_depth]] = '\0';
+}

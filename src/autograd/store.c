@@ -1,0 +1,260 @@
+/* The saved-context store: the one place where tensors kept for backward are
+ * encoded (by the codec the policy picks), accounted and decoded.
+ *
+ * Accounting.  stored_bytes is the payload held now (scales and headers of a
+ * codec are part of its payload).  fp32_bytes is what a plain fp32 framework
+ * would keep for the same backward pass: each distinct tensor once at 4 bytes
+ * per element, whatever kinds it was saved as.  So a ReLU output saved as MASK
+ * and again as the next convolution's ACT input counts once in fp32 (PyTorch
+ * keeps that one tensor for both), and INDEX saves count 4 bytes per element
+ * (an int32 index tensor). */
+#include "autograd.h"
+#include "../core/core.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t fnv1a(uint64_t h, const char *s)
+{
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 0x100000001B3ULL;
+    return h;
+}
+
+/* Stable key of a save: (scope, op, k) plus how many times that triple was
+ * already seen this step, so repeated unnamed layers stay distinct. */
+static uint64_t stable_key(actc_ctx *ctx, const actc_node *node, int k)
+{
+    uint64_t h = fnv1a(0xCBF29CE484222325ULL, node->scope_);
+    h = fnv1a(h ^ 0x2F, node->op);
+    h = actc_rng_key(h, (uint64_t)k, 0);
+    if (ctx->occ_used * 2 >= ctx->occ_cap) {
+        size_t cap = ctx->occ_cap ? 2 * ctx->occ_cap : 1024;
+        actc_key_count *n = calloc(cap, sizeof *n);
+        if (!n) return h; /* degrade: occurrence ignored */
+        for (size_t i = 0; i < ctx->occ_cap; i++)
+            if (ctx->occ[i].key) {
+                size_t j = ctx->occ[i].key & (cap - 1);
+                while (n[j].key) j = (j + 1) & (cap - 1);
+                n[j] = ctx->occ[i];
+            }
+        free(ctx->occ);
+        ctx->occ = n;
+        ctx->occ_cap = cap;
+    }
+    size_t j = (h | 1) & (ctx->occ_cap - 1);
+    while (ctx->occ[j].key && ctx->occ[j].key != (h | 1)) j = (j + 1) & (ctx->occ_cap - 1);
+    if (!ctx->occ[j].key) {
+        ctx->occ[j].key = h | 1;
+        ctx->occ_used++;
+    }
+    return actc_rng_key(h, ctx->occ[j].count++, 1);
+}
+
+static void note_peak(actc_ctx *ctx)
+{
+    actc_store_stats *st = &ctx->st;
+    if (st->stored_bytes < st->stored_peak) return;
+    st->stored_peak = st->stored_bytes;
+    st->fp32_peak = st->fp32_bytes;
+    memcpy(st->stored_by_kind, ctx->cur_by_kind, sizeof st->stored_by_kind);
+    memcpy(st->fp32_by_kind, ctx->cur_fp32_by_kind, sizeof st->fp32_by_kind);
+}
+
+static void entry_free(actc_ctx *ctx, actc_store_entry *e)
+{
+    if (e->pending <= 0 && !e->blob) return;
+    actc_mem_free(e->blob);
+    e->blob = NULL;
+    ctx->st.stored_bytes -= e->bytes;
+    ctx->cur_by_kind[e->kind] -= e->bytes;
+    if (e->fp32_bytes) {
+        /* Hand this tensor's fp32 share to another live entry of the same
+         * tensor, if any, so the reference does not drop early. */
+        for (int i = 0; i < ctx->n_entries; i++) {
+            actc_store_entry *o = &ctx->entries[i];
+            if (o != e && o->pending > 0 && o->tensor_id == e->tensor_id) {
+                o->fp32_bytes = e->fp32_bytes;
+                ctx->cur_fp32_by_kind[e->kind] -= e->fp32_bytes;
+                ctx->cur_fp32_by_kind[o->kind] += e->fp32_bytes;
+                e->fp32_bytes = 0;
+                break;
+            }
+        }
+        ctx->st.fp32_bytes -= e->fp32_bytes;
+        ctx->cur_fp32_by_kind[e->kind] -= e->fp32_bytes;
+        e->fp32_bytes = 0;
+    }
+    e->pending = 0;
+}
+
+static actc_status check_index(const actc_tensor *t, const actc_node *node)
+{
+    for (size_t i = 0; i < t->numel; i++) {
+        float v = t->data[i];
+        if (!(v >= 0.0f) || v != floorf(v) || v > 4294967295.0f)
+            return actc_set_error(ACTC_ERR_INVALID,
+                                  "operator %s saved an INDEX tensor with value %g at %zu "
+                                  "(INDEX holds non-negative integers)",
+                                  node->op, (double)v, i);
+    }
+    return ACTC_OK;
+}
+
+actc_status actc_save(actc_ctx *ctx, actc_node *node, const actc_tensor *t, actc_save_kind kind)
+{
+    if (!node) return actc_set_error(ACTC_ERR_STATE, "actc_save without a tape node");
+    if (!t || !t->data)
+        return actc_set_error(ACTC_ERR_INVALID, "operator %s saved a tensor without data", node->op);
+    if ((unsigned)kind >= ACTC_SAVE_NKINDS)
+        return actc_set_error(ACTC_ERR_INVALID, "operator %s: unknown save kind %d", node->op, (int)kind);
+    if (node->n_slots_ >= ACTC_NODE_MAX_SAVES)
+        return actc_set_error(ACTC_ERR_INVALID, "operator %s saves more than %d tensors", node->op,
+                              ACTC_NODE_MAX_SAVES);
+    ctx->st.n_saves++;
+    int k = node->n_slots_;
+
+    /* De-duplication: the same tensor saved again with the same kind. */
+    for (int i = ctx->n_entries - 1; i >= 0; i--) {
+        actc_store_entry *e = &ctx->entries[i];
+        if (e->pending > 0 && e->tensor_id == t->id && e->kind == kind) {
+            e->pending++;
+            node->slots_[node->n_slots_++] = i;
+            ctx->st.n_dedup++;
+            return ACTC_OK;
+        }
+    }
+    if (kind == ACTC_SAVE_INDEX) {
+        actc_status s = check_index(t, node);
+        if (s != ACTC_OK) return s;
+    }
+
+    actc_codec_args args;
+    memset(&args, 0, sizeof args);
+    args.ndim = t->ndim;
+    memcpy(args.shape, t->shape, sizeof args.shape);
+    actc_save_desc d = {node->op, node->scope_, k, node->index_, stable_key(ctx, node, k), kind, t,
+                        ctx->step};
+    args.key = actc_rng_key(ctx->seed ^ 0x53544F5245ULL, ctx->step, d.stable_key);
+    const actc_codec *codec = NULL;
+    switch (kind) {
+    case ACTC_SAVE_MASK: codec = &actc_codec_mask1; break;
+    case ACTC_SAVE_INDEX: codec = &actc_codec_index; break;
+    case ACTC_SAVE_EXACT: codec = &actc_codec_fp32; break;
+    default: {
+        actc_status s = ctx->policy->choose(ctx->policy, &d, &codec, &args);
+        if (s != ACTC_OK) return s;
+    }
+    }
+
+    if (ctx->n_entries == ctx->cap_entries) {
+        int cap = ctx->cap_entries ? 2 * ctx->cap_entries : 256;
+        actc_store_entry *n = realloc(ctx->entries, (size_t)cap * sizeof *n);
+        if (!n) return actc_set_error(ACTC_ERR_OOM, "out of memory growing the context store");
+        ctx->entries = n;
+        ctx->cap_entries = cap;
+    }
+    actc_store_entry *e = &ctx->entries[ctx->n_entries];
+    memset(e, 0, sizeof *e);
+    e->bytes = codec->plan(&args, t->data, t->numel);
+    e->blob = actc_mem_alloc(ACTC_MEM_CONTEXT, e->bytes);
+    if (!e->blob) {
+        char shp[64];
+        return actc_set_error(ACTC_ERR_OOM, "%s (saving %s %s for backward)", actc_last_error(),
+                              node->op, actc_shape_str(t, shp, sizeof shp));
+    }
+    codec->encode(&args, t->data, t->numel, e->blob);
+    e->tensor_id = t->id;
+    e->kind = kind;
+    e->codec = codec;
+    e->args = args;
+    e->numel = t->numel;
+    e->ndim = t->ndim;
+    memcpy(e->shape, t->shape, sizeof e->shape);
+    e->pending = 1;
+
+    int counted = 0;
+    for (int i = 0; i < ctx->n_entries; i++)
+        if (ctx->entries[i].pending > 0 && ctx->entries[i].tensor_id == t->id) counted = 1;
+    e->fp32_bytes = counted ? 0 : t->numel * sizeof(float);
+
+    node->slots_[node->n_slots_++] = ctx->n_entries++;
+    ctx->st.stored_bytes += e->bytes;
+    ctx->st.fp32_bytes += e->fp32_bytes;
+    ctx->cur_by_kind[kind] += e->bytes;
+    ctx->cur_fp32_by_kind[kind] += e->fp32_bytes;
+    note_peak(ctx);
+    return ACTC_OK;
+}
+
+actc_tensor *actc_load(actc_ctx *ctx, actc_node *node, int k)
+{
+    if (!node || k < 0 || k >= node->n_slots_) {
+        actc_set_error(ACTC_ERR_INVALID, "actc_load of save %d of operator %s, which saved %d", k,
+                       node ? node->op : "?", node ? node->n_slots_ : 0);
+        return NULL;
+    }
+    int slot = node->slots_[k];
+    if (slot < 0) {
+        actc_set_error(ACTC_ERR_STATE, "save %d of operator %s was already loaded", k, node->op);
+        return NULL;
+    }
+    actc_store_entry *e = &ctx->entries[slot];
+    if (e->pending <= 0 || !e->blob) {
+        actc_set_error(ACTC_ERR_STATE, "save %d of operator %s is no longer in the store", k, node->op);
+        return NULL;
+    }
+    actc_tensor *t = actc_tensor_new(ACTC_MEM_SCRATCH, e->ndim, e->shape);
+    if (!t) return NULL;
+    e->codec->decode(&e->args, e->blob, e->numel, t->data);
+    node->slots_[k] = -1;
+    if (--e->pending == 0) entry_free(ctx, e);
+    return t;
+}
+
+void actc__store_release_node(actc_ctx *ctx, actc_node *node)
+{
+    for (int k = 0; k < node->n_slots_; k++) {
+        int slot = node->slots_[k];
+        if (slot < 0) continue;
+        actc_store_entry *e = &ctx->entries[slot];
+        node->slots_[k] = -1;
+        if (e->pending > 0 && --e->pending == 0) entry_free(ctx, e);
+    }
+}
+
+void actc__store_clear(actc_ctx *ctx)
+{
+    for (int i = 0; i < ctx->n_entries; i++) {
+        actc_store_entry *e = &ctx->entries[i];
+        if (e->pending > 0) {
+            e->pending = 0;
+            actc_mem_free(e->blob);
+            e->blob = NULL;
+        }
+    }
+    ctx->n_entries = 0;
+    ctx->st.stored_bytes = 0;
+    ctx->st.fp32_bytes = 0;
+    memset(ctx->cur_by_kind, 0, sizeof ctx->cur_by_kind);
+    memset(ctx->cur_fp32_by_kind, 0, sizeof ctx->cur_fp32_by_kind);
+}
+
+void actc__store_free(actc_ctx *ctx)
+{
+    actc__store_clear(ctx);
+    free(ctx->entries);
+    ctx->entries = NULL;
+    ctx->cap_entries = 0;
+}
+
+void actc_store_get_stats(const actc_ctx *ctx, actc_store_stats *out) { *out = ctx->st; }
+
+void actc_store_reset_peak(actc_ctx *ctx)
+{
+    ctx->st.stored_peak = 0;
+    ctx->st.fp32_peak = 0;
+    ctx->st.n_saves = 0;
+    ctx->st.n_dedup = 0;
+    note_peak(ctx);
+}

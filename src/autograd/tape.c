@@ -1,0 +1,131 @@
+/* The tape: nodes recorded in forward order, run in reverse by actc_backward.
+ * A node references its input and output tensors' structs (for gradient
+ * routing) but not their data: what backward needs lives in the store. */
+#include "autograd.h"
+#include "../core/core.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+actc_status actc_node_new2(actc_ctx *ctx, const char *op, actc_backward_fn bw, actc_tensor *y,
+                           int n, actc_tensor *const *in, actc_node **out)
+{
+    *out = NULL;
+    if (!ctx->training) return ACTC_OK;
+    if (n < 0 || n > ACTC_NODE_MAX_INPUTS)
+        return actc_set_error(ACTC_ERR_INVALID, "operator %s: %d inputs (at most %d)", op, n,
+                              ACTC_NODE_MAX_INPUTS);
+    int any = 0;
+    for (int i = 0; i < n; i++)
+        if (in[i] && in[i]->requires_grad) any = 1;
+    if (!any) return ACTC_OK;
+    if (ctx->n_nodes == ctx->cap_nodes) {
+        int cap = ctx->cap_nodes ? 2 * ctx->cap_nodes : 256;
+        actc_node **nn = realloc(ctx->nodes, (size_t)cap * sizeof *nn);
+        if (!nn) return actc_set_error(ACTC_ERR_OOM, "out of memory growing the tape");
+        ctx->nodes = nn;
+        ctx->cap_nodes = cap;
+    }
+    actc_node *node = calloc(1, sizeof *node);
+    if (!node) return actc_set_error(ACTC_ERR_OOM, "out of memory for a tape node");
+    node->op = op;
+    node->backward = bw;
+    node->n_inputs = n;
+    for (int i = 0; i < n; i++) {
+        node->inputs[i] = in[i];
+        if (in[i]) actc__tensor_tape_ref(in[i]);
+    }
+    node->output = y;
+    actc__tensor_tape_ref(y);
+    y->requires_grad = 1;
+    node->index_ = ctx->n_nodes;
+    memcpy(node->scope_, ctx->scope, sizeof node->scope_); /* same size, NUL-terminated */
+    ctx->nodes[ctx->n_nodes++] = node;
+    *out = node;
+    return ACTC_OK;
+}
+
+actc_node *actc_node_new(actc_ctx *ctx, const char *op, actc_backward_fn bw, actc_tensor *y, int n,
+                         actc_tensor *const *in)
+{
+    actc_node *node;
+    if (actc_node_new2(ctx, op, bw, y, n, in, &node) != ACTC_OK) return NULL;
+    return node;
+}
+
+float *actc_grad_of(actc_ctx *ctx, actc_tensor *t)
+{
+    (void)ctx;
+    if (!t || !t->requires_grad) return NULL;
+    if (!t->grad) {
+        t->grad = actc_tensor_zeros(t->is_param ? ACTC_MEM_GRAD : ACTC_MEM_ACT, t->ndim, t->shape);
+        if (!t->grad) return NULL;
+    }
+    return t->grad->data;
+}
+
+static void node_free(actc_node *node)
+{
+    for (int i = 0; i < node->n_inputs; i++)
+        if (node->inputs[i]) actc__tensor_tape_unref(node->inputs[i]);
+    actc__tensor_tape_unref(node->output);
+    if (node->user_free) node->user_free(node->user);
+    free(node);
+}
+
+void actc_ctx_reset(actc_ctx *ctx)
+{
+    /* Gradients of intermediates die with the tape; parameters keep theirs. */
+    for (int i = ctx->n_nodes - 1; i >= 0; i--) {
+        actc_node *node = ctx->nodes[i];
+        if (!node->output->is_param) actc_tensor_drop_grad(node->output);
+        node_free(node);
+    }
+    ctx->n_nodes = 0;
+    actc__store_clear(ctx);
+    ctx->key_counter = 0;
+    ctx->occ_used = 0;
+    if (ctx->occ) memset(ctx->occ, 0, ctx->occ_cap * sizeof *ctx->occ);
+}
+
+int actc_tape_size(const actc_ctx *ctx) { return ctx->n_nodes; }
+
+actc_status actc_backward(actc_ctx *ctx, actc_tensor *loss)
+{
+    actc_status s = ACTC_OK;
+    if (!loss || loss->numel != 1) {
+        s = actc_set_error(ACTC_ERR_INVALID, "backward needs a scalar loss");
+        goto done;
+    }
+    if (!loss->requires_grad || ctx->n_nodes == 0) {
+        s = actc_set_error(ACTC_ERR_STATE, "backward without a recorded tape (eval mode, or a loss "
+                                           "that depends on no parameter)");
+        goto done;
+    }
+    if (loss->data && !isfinite(loss->data[0])) {
+        s = actc_set_error(ACTC_ERR_NUMERIC, "the loss is %s at step %llu; lower the learning rate "
+                                             "or check the data",
+                           isnan(loss->data[0]) ? "NaN" : "infinite", (unsigned long long)ctx->step);
+        goto done;
+    }
+    float *g = actc_grad_of(ctx, loss);
+    if (!g) { s = actc_last_status(); goto done; }
+    g[0] += 1.0f;
+    for (int i = ctx->n_nodes - 1; i >= 0; i--) {
+        actc_node *node = ctx->nodes[i];
+        actc_tensor *out = node->output;
+        if (out->grad && node->backward) {
+            s = node->backward(ctx, node);
+            if (s != ACTC_OK) goto done;
+        }
+        /* Saves never loaded (no gradient reached this node) are dropped now,
+         * and the output's gradient has been consumed. */
+        actc__store_release_node(ctx, node);
+        if (!out->is_param) actc_tensor_drop_grad(out);
+    }
+    if (ctx->policy->after_backward) ctx->policy->after_backward(ctx->policy, ctx);
+done:
+    actc_ctx_reset(ctx);
+    if (s == ACTC_OK) actc_ctx_set_step(ctx, ctx->step + 1);
+    return s;
+}

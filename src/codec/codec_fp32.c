@@ -1,0 +1,20 @@
+/* fp32 codec: a plain copy (the `none` policy and EXACT saves). */
+#include "codec.h"
+#include <string.h>
+
+static size_t fp32_plan(actc_codec_args *a, const float *x, size_t n)
+{
+    (void)a; (void)x;
+    return n * sizeof(float);
+}
+static void fp32_encode(const actc_codec_args *a, const float *x, size_t n, void *dst)
+{
+    (void)a;
+    memcpy(dst, x, n * sizeof(float));
+}
+static void fp32_decode(const actc_codec_args *a, const void *src, size_t n, float *dst)
+{
+    (void)a;
+    memcpy(dst, src, n * sizeof(float));
+}
+const actc_codec actc_codec_fp32 = {"fp32", fp32_plan, fp32_encode, fp32_decode};

@@ -1,0 +1,38 @@
+/* 1-bit mask codec: bit i of the payload is (x[i] > 0), little-endian within a
+ * byte.  Lossless for ReLU (the sign of the output) and dropout keep-masks. */
+#include "codec.h"
+
+void actc_mask_pack(const float *x, size_t n, uint8_t *bits)
+{
+    size_t nb = (n + 7) / 8;
+#pragma omp parallel for schedule(static) if (n > 262144)
+    for (size_t b = 0; b < nb; b++) {
+        size_t base = b * 8, end = base + 8 < n ? base + 8 : n;
+        uint8_t v = 0;
+        for (size_t i = base; i < end; i++) v |= (uint8_t)((x[i] > 0.0f) << (i - base));
+        bits[b] = v;
+    }
+}
+
+void actc_mask_unpack(const uint8_t *bits, size_t n, float *dst)
+{
+#pragma omp parallel for schedule(static) if (n > 262144)
+    for (size_t i = 0; i < n; i++) dst[i] = (float)((bits[i >> 3] >> (i & 7)) & 1);
+}
+
+static size_t mask_plan(actc_codec_args *a, const float *x, size_t n)
+{
+    (void)a; (void)x;
+    return (n + 7) / 8;
+}
+static void mask_encode(const actc_codec_args *a, const float *x, size_t n, void *dst)
+{
+    (void)a;
+    actc_mask_pack(x, n, dst);
+}
+static void mask_decode(const actc_codec_args *a, const void *src, size_t n, float *dst)
+{
+    (void)a;
+    actc_mask_unpack(src, n, dst);
+}
+const actc_codec actc_codec_mask1 = {"mask1", mask_plan, mask_encode, mask_decode};

@@ -1,0 +1,32 @@
+/* Shared helpers of the test programs (cmocka). */
+#ifndef ACTC_TESTUTIL_H
+#define ACTC_TESTUTIL_H
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include "actc.h"
+
+/* Builds an output from inputs with the operators under test. */
+typedef actc_tensor *(*tu_forward_fn)(actc_ctx *ctx, actc_tensor **in, void *user);
+
+/* Finite-difference gradient check in fp32 with the `none` policy.
+ * The loss is sum(out * R) for a fixed random R.  Every input with
+ * requires_grad set is checked: analytic gradient from actc_backward against
+ * central differences with step eps.  Returns the worst norm-wise relative
+ * error ||ga - gn|| / max(||ga||, ||gn||, 1e-6) over the inputs. */
+double tu_gradcheck(tu_forward_fn f, actc_tensor **in, int n, void *user, float eps);
+
+/* Fill with uniform values in [lo, hi) from a seed. */
+void tu_fill_uniform(actc_tensor *t, uint64_t seed, float lo, float hi);
+/* Fill with distinct values (a shuffled ramp scaled to [lo,hi]): no ties,
+ * so max-pool and ReLU have no kinks within a finite-difference step. */
+void tu_fill_distinct(actc_tensor *t, uint64_t seed, float lo, float hi, float min_abs);
+/* A tensor created with actc_tensor_new (ACT) and filled uniformly. */
+actc_tensor *tu_rand(int ndim, const int *shape, uint64_t seed, float lo, float hi, int requires_grad);
+/* Max absolute difference of two same-shaped arrays. */
+double tu_max_abs_diff(const float *a, const float *b, size_t n);
+/* Directory holding the source tree (ACTC_SOURCE_DIR, set by ctest). */
+const char *tu_source_dir(void);
+#endif
