@@ -1,0 +1,44 @@
+# The two set-up commands of the README.  Both install what is missing
+# (Debian packages, when run as root), build with CMake and then either train
+# the default model (demo) or run the whole test suite (test).
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+JOBS       ?= 2
+DEPS = cmake gcc make pkg-config libopenblas-openmp-dev libcmocka-dev zlib1g-dev \
+       dataset-fashion-mnist valgrind
+
+.PHONY: all deps build demo test test-asan clean
+
+all: build
+
+deps:
+	@missing=""; for p in $(DEPS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	  else \
+	    echo "missing Debian packages:$$missing"; echo "run as root, or: sudo apt-get install$$missing"; exit 1; \
+	  fi; \
+	fi
+
+build: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+	cmake --build $(BUILD) -j$(JOBS)
+
+demo: build
+	./$(BUILD)/actc train --model resnet20 --compress none --epochs 1 --batch 128
+
+# The release suite, then the unit tests again under AddressSanitizer and
+# UndefinedBehaviorSanitizer (the long CLI training runs are left to the first).
+test: build
+	cd $(BUILD) && ctest --output-on-failure
+	$(MAKE) test-asan
+
+test-asan: deps
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DACTC_SANITIZE=ON
+	cmake --build $(ASAN_BUILD) -j$(JOBS)
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -LE slow
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -1,0 +1,171 @@
+/* Model registry and the state-tensor bookkeeping shared by all models. */
+#include "model.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const g_models =
+    "  mlp        3-layer perceptron (hidden width --width, default 256)\n"
+    "  resnet20   CIFAR-style ResNet-20 (He et al. 2016; 16/32/64 channels), 0.27M params\n"
+    "  resnet32   CIFAR-style ResNet-32, 0.46M params\n"
+    "  resnet56   CIFAR-style ResNet-56, 0.85M params\n"
+    "  resnet18   ResNet-18, CIFAR-style stem (64-512 channels), 11.2M params\n";
+
+const char *actc_model_list(void) { return g_models; }
+
+actc_model_opts actc_model_default_opts(void)
+{
+    actc_model_opts o;
+    memset(&o, 0, sizeof o);
+    o.in_channels = 1;
+    o.in_h = 28;
+    o.in_w = 28;
+    o.num_classes = 10;
+    o.width = 256;
+    return o;
+}
+
+static actc_status add_state(actc_model *m, actc_tensor *t)
+{
+    if (m->n_state == m->cap_state) {
+        int cap = m->cap_state ? 2 * m->cap_state : 64;
+        actc_tensor **n = realloc(m->state, (size_t)cap * sizeof *n);
+        if (!n) return actc_set_error(ACTC_ERR_OOM, "out of memory building model %s", m->name);
+        m->state = n;
+        m->cap_state = cap;
+    }
+    m->state[m->n_state++] = t;
+    return ACTC_OK;
+}
+
+actc_tensor *model_param(actc_model *m, const char *name, int ndim, const int *shape, float std,
+                         float fill)
+{
+    actc_tensor *t = actc_param_new(ndim, shape, name);
+    if (!t) return NULL;
+    uint64_t key = actc_rng_key(m->opts.seed, 0x494E4954ULL, m->init_counter++);
+    for (size_t i = 0; i < t->numel; i++) {
+        if (std > 0) t->data[i] = std * actc_rand_normal(key, i);
+        else if (std < 0) t->data[i] = -std * (2.0f * actc_rand_uniform(key, i) - 1.0f);
+        else t->data[i] = fill;
+    }
+    if (add_state(m, t) != ACTC_OK) {
+        actc_tensor_release(t);
+        return NULL;
+    }
+    return t;
+}
+
+actc_tensor *model_buffer(actc_model *m, const char *name, int ndim, const int *shape, float fill)
+{
+    actc_tensor *t = actc_tensor_new(ACTC_MEM_PARAM, ndim, shape);
+    if (!t) return NULL;
+    snprintf(t->name, sizeof t->name, "%s", name);
+    for (size_t i = 0; i < t->numel; i++) t->data[i] = fill;
+    if (add_state(m, t) != ACTC_OK) {
+        actc_tensor_release(t);
+        return NULL;
+    }
+    m->n_buffers++;
+    return t;
+}
+
+/* Parameters first, buffers after, each group in creation order. */
+actc_status model_finish(actc_model *m)
+{
+    int n = m->n_state, np = 0;
+    actc_tensor **sorted = malloc((size_t)(n ? n : 1) * sizeof *sorted);
+    m->params = malloc((size_t)(n ? n : 1) * sizeof *m->params);
+    if (!sorted || !m->params) {
+        free(sorted);
+        return actc_set_error(ACTC_ERR_OOM, "out of memory building model %s", m->name);
+    }
+    for (int i = 0; i < n; i++)
+        if (m->state[i]->is_param) sorted[np++] = m->state[i];
+    int k = np;
+    for (int i = 0; i < n; i++)
+        if (!m->state[i]->is_param) sorted[k++] = m->state[i];
+    memcpy(m->state, sorted, (size_t)n * sizeof *sorted);
+    memcpy(m->params, sorted, (size_t)np * sizeof *sorted);
+    m->n_params = np;
+    free(sorted);
+    return ACTC_OK;
+}
+
+actc_status actc_model_create(const char *name, const actc_model_opts *o, actc_model **out)
+{
+    *out = NULL;
+    actc_model *m = calloc(1, sizeof *m);
+    if (!m) return actc_set_error(ACTC_ERR_OOM, "out of memory for a model");
+    m->opts = o ? *o : actc_model_default_opts();
+    actc_model_opts d = actc_model_default_opts();
+    if (m->opts.in_channels <= 0) m->opts.in_channels = d.in_channels;
+    if (m->opts.in_h <= 0) m->opts.in_h = d.in_h;
+    if (m->opts.in_w <= 0) m->opts.in_w = d.in_w;
+    if (m->opts.num_classes <= 0) m->opts.num_classes = d.num_classes;
+    if (m->opts.width <= 0) m->opts.width = d.width;
+    snprintf(m->name, sizeof m->name, "%s", name ? name : "");
+    actc_status s;
+    if (!name) s = actc_set_error(ACTC_ERR_INVALID, "no model name given");
+    else if (!strcmp(name, "mlp")) s = actc__mlp_build(m);
+    else if (!strncmp(name, "resnet", 6)) s = actc__resnet_build(m, name);
+    else s = actc_set_error(ACTC_ERR_INVALID, "unknown model '%s'; valid models:\n%s", name, g_models);
+    if (s == ACTC_OK) s = model_finish(m);
+    if (s != ACTC_OK) {
+        actc_model_free(m);
+        return s;
+    }
+    *out = m;
+    return ACTC_OK;
+}
+
+void actc_model_free(actc_model *m)
+{
+    if (!m) return;
+    for (int i = 0; i < m->n_state; i++) actc_tensor_release(m->state[i]);
+    if (m->impl_free) m->impl_free(m->impl);
+    free(m->state);
+    free(m->params);
+    free(m);
+}
+
+const char *actc_model_name(const actc_model *m) { return m->name; }
+const actc_model_opts *actc_model_get_opts(const actc_model *m) { return &m->opts; }
+
+actc_tensor *actc_model_forward(actc_model *m, actc_ctx *ctx, actc_tensor *x)
+{
+    const actc_model_opts *o = &m->opts;
+    if (!x || x->ndim != 4 || x->shape[1] != o->in_channels || x->shape[2] != o->in_h ||
+        x->shape[3] != o->in_w) {
+        char shp[64] = "(null)";
+        if (x) actc_shape_str(x, shp, sizeof shp);
+        actc_set_error(ACTC_ERR_INVALID, "model %s expects input [N, %d, %d, %d], got %s", m->name,
+                       o->in_channels, o->in_h, o->in_w, shp);
+        return NULL;
+    }
+    return m->forward(m, ctx, x);
+}
+
+int actc_model_params(actc_model *m, actc_tensor ***out)
+{
+    *out = m->params;
+    return m->n_params;
+}
+
+int actc_model_state(actc_model *m, actc_tensor ***out)
+{
+    *out = m->state;
+    return m->n_state;
+}
+
+size_t actc_model_num_params(actc_model *m)
+{
+    size_t n = 0;
+    for (int i = 0; i < m->n_params; i++) n += m->params[i]->numel;
+    return n;
+}
+
+void actc_model_zero_grad(actc_model *m)
+{
+    for (int i = 0; i < m->n_params; i++) actc_tensor_drop_grad(m->params[i]);
+}

@@ -1,0 +1,33 @@
+/* Internal model representation: a list of state tensors (parameters first,
+ * then buffers such as batch-norm running statistics) and a forward function.
+ * Builders add tensors with model_param / model_buffer. */
+#ifndef ACTC_MODEL_H
+#define ACTC_MODEL_H
+#include "actc.h"
+
+struct actc_model {
+    char name[32];
+    actc_model_opts opts;
+    actc_tensor **params;   /* trainable                                    */
+    int n_params;
+    actc_tensor **state;    /* params then buffers (checkpoint order)       */
+    int n_state, cap_state;
+    int n_buffers;
+    actc_tensor *(*forward)(actc_model *m, actc_ctx *ctx, actc_tensor *x);
+    void *impl;
+    void (*impl_free)(void *impl);
+    uint64_t init_counter;  /* distinct init stream per parameter           */
+};
+
+/* Add a parameter initialised from N(0, std^2) (std > 0), U(-bound, bound)
+ * (std < 0 means bound = -std) or the constant `fill` (std == 0). */
+actc_tensor *model_param(actc_model *m, const char *name, int ndim, const int *shape, float std,
+                         float fill);
+/* Add a non-trainable buffer filled with `fill`. */
+actc_tensor *model_buffer(actc_model *m, const char *name, int ndim, const int *shape, float fill);
+/* Split state into params (first n_state - n_buffers entries): call after building. */
+actc_status model_finish(actc_model *m);
+
+actc_status actc__mlp_build(actc_model *m);
+actc_status actc__resnet_build(actc_model *m, const char *variant);
+#endif

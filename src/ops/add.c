@@ -1,0 +1,42 @@
+/* Element-wise sum of two same-shaped tensors (residual connections).  The
+ * gradient is the output gradient for both inputs, so nothing is saved. */
+#include "ops.h"
+
+static actc_status add_backward(actc_ctx *ctx, actc_node *node)
+{
+    const float *gy = node->output->grad->data;
+    const size_t n = node->output->numel;
+    for (int k = 0; k < 2; k++) {
+        actc_tensor *t = node->inputs[k];
+        float *g = actc_grad_of(ctx, t);
+        if (!g && t->requires_grad) return ACTC_ERR_OOM; /* message set by actc_grad_of */
+        if (!g) continue;
+        /* a + a: both passes hit the same buffer, giving the correct 2*gy. */
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+        for (size_t i = 0; i < n; i++) g[i] += gy[i];
+    }
+    return ACTC_OK;
+}
+
+actc_tensor *actc_add(actc_ctx *ctx, actc_tensor *a, actc_tensor *b)
+{
+    OP_CHECK(ctx, "add: NULL context");
+    OP_CHECK(a && a->data, "add: first input is NULL or its data was already freed");
+    OP_CHECK(b && b->data, "add: second input is NULL or its data was already freed");
+    if (!actc_same_shape(a, b)) {
+        char sa[64], sb[64];
+        actc_set_error(ACTC_ERR_INVALID, "add: shapes differ: %s + %s", actc_shape_str(a, sa, sizeof sa),
+                       actc_shape_str(b, sb, sizeof sb));
+        return NULL;
+    }
+    actc_tensor *y = actc_tensor_new(ACTC_MEM_ACT, a->ndim, a->shape);
+    if (!y) return NULL;
+    const float *ad = a->data, *bd = b->data;
+    float *yd = y->data;
+    const size_t n = a->numel;
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++) yd[i] = ad[i] + bd[i];
+    actc_tensor *in[2] = {a, b};
+    actc_node *node;
+    return actc__op_record(ctx, "add", add_backward, y, 2, in, &node);
+}

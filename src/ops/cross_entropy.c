@@ -1,0 +1,115 @@
+/* Mean softmax cross-entropy of logits[N, K] against integer labels.
+ *
+ * loss = (1/R) sum over counted rows of (logsumexp(z_r) - z_r[label_r]),
+ * R = rows whose label is not ignore_index.  logsumexp subtracts the row
+ * maximum first, so large logits do not overflow.  If every row is ignored
+ * the loss is 0 with a zero gradient (PyTorch gives NaN, which would stop
+ * training on a batch that is all padding).
+ *
+ * Backward: dz_r = g/R * (softmax(z_r) - onehot(label_r)).  The logits are
+ * saved as ACT (the policy decides how to store them) and the softmax is
+ * recomputed from them; the labels are integers owned by the caller, so the
+ * node keeps its own copy in node->user. */
+#include "ops.h"
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static actc_status ce_backward(actc_ctx *ctx, actc_node *node)
+{
+    actc_tensor *x = node->inputs[0];
+    actc_tensor *z = actc_load(ctx, node, 0);
+    if (!z) return actc_last_status();
+    float *gx = actc_grad_of(ctx, x);
+    if (!gx) {
+        actc_tensor_release(z);
+        return x->requires_grad ? ACTC_ERR_OOM : ACTC_OK;
+    }
+    const int N = x->shape[0], K = x->shape[1], ignore = node->iattr[1];
+    const int counted = node->iattr[0];
+    const int32_t *labels = node->user;
+    if (counted > 0) {
+        const float g = node->output->grad->data[0] / (float)counted;
+        const float *zd = z->data;
+#pragma omp parallel for schedule(static) if ((size_t)N * K > 16384)
+        for (int r = 0; r < N; r++) {
+            if (labels[r] == ignore) continue;
+            const float *zr = zd + (size_t)r * K;
+            float *gr = gx + (size_t)r * K;
+            float mx = -FLT_MAX;
+            for (int j = 0; j < K; j++) mx = zr[j] > mx ? zr[j] : mx;
+            double s = 0.0;
+            for (int j = 0; j < K; j++) s += exp((double)(zr[j] - mx));
+            const double inv = 1.0 / s;
+            for (int j = 0; j < K; j++) gr[j] += g * (float)(exp((double)(zr[j] - mx)) * inv);
+            gr[labels[r]] -= g;
+        }
+    }
+    actc_tensor_release(z);
+    return ACTC_OK;
+}
+
+actc_tensor *actc_cross_entropy(actc_ctx *ctx, actc_tensor *logits, const int32_t *labels,
+                                int ignore_index, int *n_correct)
+{
+    OP_CHECK(ctx, "cross_entropy: NULL context");
+    OP_CHECK(logits && logits->data, "cross_entropy: logits are NULL or their data was already freed");
+    char sx[64];
+    actc_shape_str(logits, sx, sizeof sx);
+    OP_CHECK(logits->ndim == 2 && logits->shape[0] > 0 && logits->shape[1] > 0,
+             "cross_entropy: logits must be [N, K] with N, K > 0, got %s", sx);
+    OP_CHECK(labels, "cross_entropy: labels are NULL (logits %s)", sx);
+    const int N = logits->shape[0], K = logits->shape[1];
+    int counted = 0;
+    for (int r = 0; r < N; r++) {
+        if (labels[r] == ignore_index) continue;
+        OP_CHECK(labels[r] >= 0 && labels[r] < K,
+                 "cross_entropy: label %d at row %d is outside [0, %d) (logits %s, ignore_index %d)",
+                 (int)labels[r], r, K, sx, ignore_index);
+        counted++;
+    }
+
+    int one = 1;
+    actc_tensor *y = actc_tensor_new(ACTC_MEM_ACT, 1, &one);
+    if (!y) return NULL;
+    const float *zd = logits->data;
+    double total = 0.0;
+    int correct = 0;
+#pragma omp parallel for schedule(static) reduction(+ : total, correct) if ((size_t)N * K > 16384)
+    for (int r = 0; r < N; r++) {
+        if (labels[r] == ignore_index) continue;
+        const float *zr = zd + (size_t)r * K;
+        float mx = zr[0];
+        int am = 0;
+        for (int j = 1; j < K; j++)
+            if (zr[j] > mx) {
+                mx = zr[j];
+                am = j;
+            }
+        double s = 0.0;
+        for (int j = 0; j < K; j++) s += exp((double)(zr[j] - mx));
+        total += (double)mx + log(s) - (double)zr[labels[r]];
+        correct += am == labels[r];
+    }
+    y->data[0] = counted ? (float)(total / counted) : 0.0f;
+    if (n_correct) *n_correct = correct;
+
+    actc_node *node;
+    if (!actc__op_record(ctx, "cross_entropy", ce_backward, y, 1, &logits, &node)) return NULL;
+    if (node) {
+        node->iattr[0] = counted;
+        node->iattr[1] = ignore_index;
+        int32_t *copy = malloc((size_t)N * sizeof *copy);
+        if (!copy) {
+            actc_tensor_release(y);
+            actc_set_error(ACTC_ERR_OOM, "cross_entropy: out of memory copying %d labels", N);
+            return NULL;
+        }
+        memcpy(copy, labels, (size_t)N * sizeof *copy);
+        node->user = copy;
+        node->user_free = free;
+        OP_SAVE(ctx, node, logits, ACTC_SAVE_ACT, y);
+    }
+    return y;
+}

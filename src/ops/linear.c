@@ -1,0 +1,131 @@
+/* Fully connected layer: y[M,out] = x[M,in] W[out,in]^T + b, with every
+ * leading dim of x flattened into M.  All three products are single sgemm
+ * calls (OpenBLAS threads them); only the bias sums are our own loops. */
+#include "ops.h"
+#include <cblas.h>
+#include <limits.h>
+#include <string.h>
+
+enum { IA_M = 0, IA_XSLOT, IA_WSLOT };
+
+/* Column block of the bias-gradient sum: one 64-byte line of floats, so each
+ * thread streams whole rows of its block instead of striding over dy. */
+#define LIN_DB_BLOCK 16
+#define LIN_PAR_MIN ((size_t)1 << 15)
+
+static actc_status grad_buf(actc_ctx *ctx, actc_tensor *t, float **out)
+{
+    *out = NULL;
+    if (!t || !t->requires_grad) return ACTC_OK;
+    *out = actc_grad_of(ctx, t);
+    return *out ? ACTC_OK : actc_last_status();
+}
+
+static actc_status linear_backward(actc_ctx *ctx, actc_node *node)
+{
+    actc_tensor *xt = node->inputs[0], *wt = node->inputs[1];
+    actc_tensor *bt = node->n_inputs > 2 ? node->inputs[2] : NULL;
+    const int M = node->iattr[IA_M], out = wt->shape[0], in = wt->shape[1];
+    const float *dy = node->output->grad->data;
+    float *dx, *dw, *db;
+    actc_status st;
+    if ((st = grad_buf(ctx, xt, &dx)) != ACTC_OK) return st;
+    if ((st = grad_buf(ctx, wt, &dw)) != ACTC_OK) return st;
+    if ((st = grad_buf(ctx, bt, &db)) != ACTC_OK) return st;
+    if (M == 0) return ACTC_OK;
+
+    if (db) {
+        const int nblk = (out + LIN_DB_BLOCK - 1) / LIN_DB_BLOCK;
+#pragma omp parallel for schedule(static) if ((size_t)M * out >= LIN_PAR_MIN)
+        for (int blk = 0; blk < nblk; blk++) {
+            int o0 = blk * LIN_DB_BLOCK, o1 = o0 + LIN_DB_BLOCK < out ? o0 + LIN_DB_BLOCK : out;
+            float acc[LIN_DB_BLOCK] = {0};
+            for (int m = 0; m < M; m++) {
+                const float *row = dy + (size_t)m * out;
+                for (int o = o0; o < o1; o++) acc[o - o0] += row[o];
+            }
+            for (int o = o0; o < o1; o++) db[o] += acc[o - o0];
+        }
+    }
+    if (dw) {
+        /* x was saved because W needs a gradient (see actc_linear). */
+        if (node->iattr[IA_XSLOT] < 0)
+            return actc_set_error(ACTC_ERR_STATE, "linear backward: input was not saved");
+        actc_tensor *xs = actc_load(ctx, node, node->iattr[IA_XSLOT]);
+        if (!xs) return actc_last_status();
+        /* dW[out,in] += dy^T[out,M] . x[M,in] */
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, M, 1.0f, dy, out, xs->data, in,
+                    1.0f, dw, in);
+        actc_tensor_release(xs);
+    }
+    if (dx) {
+        actc_tensor *ws = NULL;
+        const float *w = wt->data;
+        if (node->iattr[IA_WSLOT] >= 0) {
+            ws = actc_load(ctx, node, node->iattr[IA_WSLOT]);
+            if (!ws) return actc_last_status();
+            w = ws->data;
+        }
+        if (!w) return actc_set_error(ACTC_ERR_STATE, "linear backward: the weight's data was freed");
+        /* dx[M,in] += dy[M,out] . W[out,in] */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, in, out, 1.0f, dy, out, w, in,
+                    1.0f, dx, in);
+        actc_tensor_release(ws);
+    }
+    return ACTC_OK;
+}
+
+actc_tensor *actc_linear(actc_ctx *ctx, actc_tensor *x, actc_tensor *w, actc_tensor *b)
+{
+    char xs[64], wss[64], bs[64];
+    OP_CHECK(ctx && x && w, "linear: NULL %s", !ctx ? "context" : !x ? "input" : "weight");
+    OP_CHECK(x->data && w->data && (!b || b->data), "linear: a tensor without data (released?)");
+    actc_shape_str(x, xs, sizeof xs);
+    actc_shape_str(w, wss, sizeof wss);
+    OP_CHECK(w->ndim == 2, "linear: weight must be 2-D [out,in], got %s", wss);
+    OP_CHECK(w->shape[0] >= 1 && w->shape[1] >= 1, "linear: empty weight %s", wss);
+    OP_CHECK(x->ndim >= 1 && x->shape[x->ndim - 1] == w->shape[1],
+             "linear: input %s must end in %d (the weight %s is [out,in])", xs, w->shape[1], wss);
+    OP_CHECK(!b || (b->ndim == 1 && b->shape[0] == w->shape[0]),
+             "linear: bias %s must be [%d] for weight %s", actc_shape_str(b, bs, sizeof bs),
+             w->shape[0], wss);
+    const int out = w->shape[0], in = w->shape[1];
+    const size_t Mz = x->numel / (size_t)in;
+    OP_CHECK(Mz <= (size_t)INT_MAX, "linear: input %s has too many rows", xs);
+    const int M = (int)Mz;
+
+    int yshape[ACTC_MAX_DIMS];
+    memcpy(yshape, x->shape, sizeof yshape);
+    yshape[x->ndim - 1] = out;
+    actc_tensor *y = actc_tensor_new(ACTC_MEM_ACT, x->ndim, yshape);
+    if (!y) return NULL;
+    if (M > 0) {
+        /* Start y from the bias rows so the product accumulates onto them:
+         * one pass over y instead of a second one after the sgemm. */
+        if (b)
+            for (int m = 0; m < M; m++) memcpy(y->data + (size_t)m * out, b->data, (size_t)out * sizeof(float));
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, out, in, 1.0f, x->data, in, w->data,
+                    in, b ? 1.0f : 0.0f, y->data, out);
+    }
+
+    actc_tensor *inp[3] = {x, w, b};
+    actc_node *node;
+    if (!actc__op_record(ctx, "linear", linear_backward, y, b ? 3 : 2, inp, &node)) return NULL;
+    if (node) {
+        node->iattr[IA_M] = M;
+        node->iattr[IA_XSLOT] = -1;
+        node->iattr[IA_WSLOT] = -1;
+        int k = 0;
+        /* x is needed only for dW, the weight's value only for dx; parameters
+         * outlive the step and are read in place (see conv2d.c). */
+        if (w->requires_grad) {
+            OP_SAVE(ctx, node, x, ACTC_SAVE_ACT, y);
+            node->iattr[IA_XSLOT] = k++;
+        }
+        if (x->requires_grad && !w->is_param) {
+            OP_SAVE(ctx, node, w, ACTC_SAVE_EXACT, y);
+            node->iattr[IA_WSLOT] = k++;
+        }
+    }
+    return y;
+}

@@ -1,0 +1,67 @@
+/* AdamW as torch.optim.AdamW (amsgrad off), step t counted from 1:
+ *   p *= 1 - lr * wd                        (decoupled decay, before the moments)
+ *   m  = m + (1 - b1) (g - m)               (PyTorch's lerp form of b1 m + (1-b1) g)
+ *   v  = b2 v + (1 - b2) g^2
+ *   p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+ * The bias corrections are computed in double once per step, as PyTorch does
+ * in Python floats.  t is the optimizer's step count, which equals PyTorch's
+ * per-parameter count when every parameter has a gradient at every step (a
+ * parameter skipped for lack of a gradient still sees the global count). */
+#include "optim.h"
+#include <math.h>
+
+static void adamw_update(const actc_optim *o, actc_tensor *p, actc_tensor **st, float lr,
+                         uint64_t step)
+{
+    float *w = p->data;
+    const float *g = p->grad->data;
+    float *m = st[0]->data, *v = st[1]->data;
+    const double b1 = o->beta1, b2 = o->beta2;
+    const double bc1 = 1.0 - pow(b1, (double)step);
+    const double bc2 = 1.0 - pow(b2, (double)step);
+    const float decay = (float)(1.0 - (double)lr * (double)o->weight_decay);
+    const float step_size = (float)((double)lr / bc1);
+    const float bc2_sqrt = (float)sqrt(bc2);
+    const float one_m_b1 = (float)(1.0 - b1), one_m_b2 = (float)(1.0 - b2), fb2 = (float)b2;
+    const float eps = o->eps;
+    const long n = (long)p->numel;
+#pragma omp parallel for simd schedule(static) if (n >= ACTC_OPTIM_PAR_MIN)
+    for (long i = 0; i < n; i++) {
+        float gi = g[i];
+        float wi = w[i] * decay;
+        float mi = m[i] + one_m_b1 * (gi - m[i]);
+        float vi = fb2 * v[i] + one_m_b2 * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        /* Same operation order as PyTorch's addcdiv_ (rounding included). */
+        w[i] = wi - step_size * (mi / (sqrtf(vi) / bc2_sqrt + eps));
+    }
+}
+
+static const actc_optim_vt adamw_vt = {"adamw", adamw_update};
+
+actc_optim *actc_adamw_new(actc_tensor **params, int n, float beta1, float beta2, float eps,
+                           float weight_decay)
+{
+    if (!(beta1 >= 0.0f && beta1 < 1.0f) || !(beta2 >= 0.0f && beta2 < 1.0f)) {
+        actc_set_error(ACTC_ERR_INVALID, "adamw: betas (%g, %g) must be in [0, 1)", (double)beta1,
+                       (double)beta2);
+        return NULL;
+    }
+    if (!isfinite(eps) || eps < 0.0f) {
+        actc_set_error(ACTC_ERR_INVALID, "adamw: eps %g must be finite and >= 0", (double)eps);
+        return NULL;
+    }
+    if (!isfinite(weight_decay) || weight_decay < 0.0f) {
+        actc_set_error(ACTC_ERR_INVALID, "adamw: weight decay %g must be finite and >= 0",
+                       (double)weight_decay);
+        return NULL;
+    }
+    actc_optim *o = actc__optim_new(&adamw_vt, params, n, 2);
+    if (!o) return NULL;
+    o->beta1 = beta1;
+    o->beta2 = beta2;
+    o->eps = eps;
+    o->weight_decay = weight_decay;
+    return o;
+}

@@ -1,0 +1,84 @@
+/* Learning-rate schedules: a pure function of the (0-based) global step, so a
+ * resumed run recomputes the rate from the step counter alone.
+ *
+ * Warm-up (warmup_steps = W > 0): steps 0..W-1 get base_lr * (step+1) / W,
+ * rising linearly from base_lr/W to base_lr (a rate of exactly 0 at step 0
+ * would waste a step).  The schedule proper then runs on t = step - W:
+ *  - constant: base_lr;
+ *  - step:     base_lr * gamma^floor(t / step_size) (step_size 0: no decay);
+ *  - cosine:   min_lr + (base_lr - min_lr) (1 + cos(pi t / T)) / 2 with
+ *              T = total_steps - W, as PyTorch's CosineAnnealingLR; from t = T
+ *              on (or if total_steps <= W) the rate stays at min_lr.
+ * Computed in double, returned as float. */
+#include "actc.h"
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+float actc_lr_at(const actc_lr_schedule *s, uint64_t step)
+{
+    if (!s) return 0.0f;
+    const double base = s->base_lr;
+    const uint64_t W = s->warmup_steps;
+    if (W > 0 && step < W) return (float)(base * (double)(step + 1) / (double)W);
+    const uint64_t t = step - W;
+    switch (s->kind) {
+    case ACTC_LR_STEP:
+        if (s->step_size == 0) return (float)base;
+        return (float)(base * pow((double)s->gamma, (double)(t / s->step_size)));
+    case ACTC_LR_COSINE: {
+        const uint64_t T = s->total_steps > W ? s->total_steps - W : 0;
+        if (t >= T) return s->min_lr;
+        const double minlr = s->min_lr;
+        const double pi = 3.14159265358979323846;
+        return (float)(minlr + (base - minlr) * 0.5 * (1.0 + cos(pi * (double)t / (double)T)));
+    }
+    case ACTC_LR_CONSTANT:
+    default:
+        return (float)base;
+    }
+}
+
+/* "const" (or "constant"), "cosine", "step:STEP_SIZE:GAMMA" with STEP_SIZE a
+ * positive integer number of steps and GAMMA a finite number > 0.  Sets kind
+ * and, for "step", step_size and gamma; every other field (base_lr, min_lr,
+ * warmup_steps, total_steps) is the caller's.  *s is untouched on error. */
+actc_status actc_lr_parse(const char *spec, actc_lr_schedule *s)
+{
+    if (!spec || !s) return actc_set_error(ACTC_ERR_INVALID, "actc_lr_parse: NULL argument");
+    if (!strcmp(spec, "const") || !strcmp(spec, "constant")) {
+        s->kind = ACTC_LR_CONSTANT;
+        return ACTC_OK;
+    }
+    if (!strcmp(spec, "cosine")) {
+        s->kind = ACTC_LR_COSINE;
+        return ACTC_OK;
+    }
+    if (!strncmp(spec, "step:", 5)) {
+        const char *p = spec + 5;
+        char *end;
+        /* strtoull accepts a sign and wraps "-3": insist on a digit. */
+        if (*p < '0' || *p > '9') goto bad_step;
+        errno = 0;
+        unsigned long long size = strtoull(p, &end, 10);
+        if (errno || end == p || *end != ':' || size == 0) goto bad_step;
+        p = end + 1;
+        errno = 0;
+        float gamma = strtof(p, &end);
+        if (errno || end == p || *end != '\0' || !isfinite(gamma) || !(gamma > 0.0f)) goto bad_step;
+        s->kind = ACTC_LR_STEP;
+        s->step_size = (uint64_t)size;
+        s->gamma = gamma;
+        return ACTC_OK;
+    bad_step:
+        return actc_set_error(ACTC_ERR_INVALID,
+                              "bad learning-rate schedule '%s': expected step:STEP_SIZE:GAMMA with "
+                              "STEP_SIZE a positive integer and GAMMA > 0 (e.g. step:30:0.1)",
+                              spec);
+    }
+    return actc_set_error(ACTC_ERR_INVALID,
+                          "unknown learning-rate schedule '%s' (expected const, cosine or "
+                          "step:STEP_SIZE:GAMMA)",
+                          spec);
+}

@@ -1,0 +1,157 @@
+/* actc maxbatch: the largest batch whose full training step (forward,
+ * backward, optimizer step with its state) fits a memory budget.  Doubling
+ * finds a failing size, bisection the boundary.  Inputs are synthetic: memory
+ * does not depend on pixel values. */
+#include "cli.h"
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *model, *compress, *optim;
+    size_t budget;
+    int threads, start, limit, width, in_c, in_h, in_w, classes;
+    uint64_t seed;
+} mb_opts;
+
+/* 1 if one step at batch b fits; *peak receives the allocator peak. */
+static int try_batch(const mb_opts *o, int b, size_t *peak, char *why, size_t why_cap)
+{
+    actc_model_opts mo = actc_model_default_opts();
+    mo.in_channels = o->in_c;
+    mo.in_h = o->in_h;
+    mo.in_w = o->in_w;
+    mo.num_classes = o->classes;
+    mo.width = o->width;
+    mo.seed = o->seed;
+    actc_model *m = NULL;
+    actc_ctx *ctx = NULL;
+    actc_optim *opt = NULL;
+    actc_tensor *x = NULL;
+    int32_t *labels = malloc((size_t)b * sizeof *labels);
+    int ok = 0;
+    actc_mem_stats before;
+    actc_mem_get_stats(&before);
+    actc_mem_reset_peak();
+    actc_mem_set_budget(o->budget);
+    if (!labels) {
+        actc_set_error(ACTC_ERR_OOM, "out of memory for labels");
+        goto out;
+    }
+    if (actc_model_create(o->model, &mo, &m) != ACTC_OK) goto out;
+    if (!(ctx = actc_ctx_new()) || actc_ctx_set_policy(ctx, o->compress) != ACTC_OK) goto out;
+    actc_ctx_set_seed(ctx, o->seed);
+    actc_tensor **params;
+    int np = actc_model_params(m, &params);
+    opt = !strcmp(o->optim, "adamw") ? actc_adamw_new(params, np, 0.9f, 0.999f, 1e-8f, 0.01f)
+                                     : actc_sgd_new(params, np, 0.9f, 1, 5e-4f);
+    if (!opt) goto out;
+    int shp[4] = {b, o->in_c, o->in_h, o->in_w};
+    if (!(x = actc_tensor_new(ACTC_MEM_SCRATCH, 4, shp))) goto out;
+    for (size_t i = 0; i < x->numel; i++) x->data[i] = actc_rand_normal(o->seed, i);
+    for (int i = 0; i < b; i++) labels[i] = i % o->classes;
+    /* Two steps: the first allocates the optimizer state, the second runs
+     * with everything resident. */
+    for (int s = 0; s < 2; s++) {
+        step_result r;
+        if (train_step(m, ctx, opt, x, labels, 0.01f, &r) != ACTC_OK) goto out;
+    }
+    ok = 1;
+out:
+    if (!ok) snprintf(why, why_cap, "%s", actc_last_error());
+    actc_mem_set_budget(0);
+    actc_mem_stats st;
+    actc_mem_get_stats(&st);
+    *peak = st.peak_total - before.current_total;
+    actc_tensor_release(x);
+    if (m) actc_model_zero_grad(m);
+    actc_optim_free(opt);
+    actc_ctx_free(ctx);
+    actc_model_free(m);
+    free(labels);
+    return ok;
+}
+
+int cmd_maxbatch(int argc, char **argv)
+{
+    mb_opts o = {"resnet20", "none", "sgd", 0, 0, 1, 1 << 16, 256, 1, 28, 28, 10, 1};
+    flag_def flags[] = {
+        {"--budget", F_BYTES, &o.budget, "SIZE", "memory budget for the whole step, e.g. 2GiB (required)", 0},
+        {"--model", F_STR, &o.model, "NAME", "model (resnet20)", 0},
+        {"--compress", F_STR, &o.compress, "SPEC", "activation compression policy (none)", 0},
+        {"--optim", F_STR, &o.optim, "NAME", "sgd or adamw (sgd): its state counts", 0},
+        {"--start", F_INT, &o.start, "N", "first batch size tried (1)", 0},
+        {"--limit", F_INT, &o.limit, "N", "largest batch size tried (65536)", 0},
+        {"--width", F_INT, &o.width, "N", "mlp hidden width (256)", 0},
+        {"--channels", F_INT, &o.in_c, "N", "input channels (1)", 0},
+        {"--height", F_INT, &o.in_h, "N", "input height (28)", 0},
+        {"--width-px", F_INT, &o.in_w, "N", "input width (28)", 0},
+        {"--classes", F_INT, &o.classes, "N", "number of classes (10)", 0},
+        {"--seed", F_U64, &o.seed, "N", "seed (1)", 0},
+        {"--threads", F_INT, &o.threads, "N", "threads (default: all cores)", 0},
+        {NULL, F_INT, NULL, NULL, NULL, 0}};
+    int help, rc = flags_parse(flags, argc, argv, 2, &help);
+    if (help) {
+        flags_help(stdout, "actc maxbatch --budget SIZE [--model NAME] [--compress SPEC]",
+                   "Find the largest batch size whose full training step (forward, backward and\n"
+                   "optimizer step, all accounted memory) fits the budget: doubling, then bisection.",
+                   flags);
+        return 0;
+    }
+    if (rc) return 2;
+    if (!o.budget) {
+        fprintf(stderr, "error: --budget SIZE is required (e.g. --budget 2GiB)\n");
+        return 2;
+    }
+    if (o.start < 1 || o.limit < o.start || o.classes < 1) {
+        fprintf(stderr, "error: need 1 <= --start <= --limit and --classes >= 1\n");
+        return 2;
+    }
+    actc_set_threads(o.threads);
+    char why[1024] = "", bud[32], pk[32];
+    size_t peak = 0;
+    /* Fail early with the real reason if the model or policy is unknown. */
+    actc_model *probe = NULL;
+    actc_model_opts po = actc_model_default_opts();
+    if (actc_model_create(o.model, &po, &probe) != ACTC_OK) {
+        fprintf(stderr, "error: --model: %s\n", actc_last_error());
+        return 2;
+    }
+    actc_model_free(probe);
+    actc_ctx *pc = actc_ctx_new();
+    if (!pc || actc_ctx_set_policy(pc, o.compress) != ACTC_OK) {
+        fprintf(stderr, "error: --compress: %s\n", actc_last_error());
+        actc_ctx_free(pc);
+        return 2;
+    }
+    actc_ctx_free(pc);
+
+    actc_format_bytes(o.budget, bud, sizeof bud);
+    printf("maxbatch: model %s, policy %s, budget %s\n", o.model, o.compress, bud);
+    int good = 0, bad = 0;
+    size_t good_peak = 0;
+    for (int b = o.start;;) {
+        int ok = try_batch(&o, b, &peak, why, sizeof why);
+        printf("  batch %6d: %s (peak %s)\n", b, ok ? "fits" : "over budget", actc_format_bytes(peak, pk, sizeof pk));
+        fflush(stdout);
+        if (!ok) { bad = b; break; }
+        good = b;
+        good_peak = peak;
+        if (b >= o.limit) break;
+        b = b > o.limit / 2 ? o.limit : 2 * b;
+    }
+    if (!good) {
+        fprintf(stderr, "error: not even batch %d fits in %s: %s\n", o.start, bud, why);
+        return 1;
+    }
+    while (bad && bad - good > 1) {
+        int mid = good + (bad - good) / 2;
+        int ok = try_batch(&o, mid, &peak, why, sizeof why);
+        printf("  batch %6d: %s (peak %s)\n", mid, ok ? "fits" : "over budget", actc_format_bytes(peak, pk, sizeof pk));
+        fflush(stdout);
+        if (ok) { good = mid; good_peak = peak; }
+        else bad = mid;
+    }
+    printf("largest batch: %d (peak %s of %s)%s\n", good, actc_format_bytes(good_peak, pk, sizeof pk), bud,
+           bad ? "" : " - the --limit was reached");
+    return 0;
+}

@@ -1,0 +1,316 @@
+/* actc train: train a model on an image data set, with progress, a per-epoch
+ * summary and memory table, JSON-lines logging, checkpoints and resume. */
+#include "cli.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *model, *compress, *optim, *schedule, *log_path, *save_path, *resume_path, *progress;
+    int epochs, batch, threads, augment, nesterov, width, log_every, eval_batch;
+    uint64_t seed, max_steps, warmup;
+    float lr, momentum, wd, min_lr, dropout;
+    size_t budget;
+    data_opts data;
+} train_opts;
+
+static const char *USAGE = "actc train [--model NAME] [--compress SPEC] [--epochs N] [--batch N] ...";
+static const char *ABOUT =
+    "Train a model on Fashion-MNIST (or any IDX files) with compressed activations.\n"
+    "Prints a progress bar on a terminal (plain lines otherwise) and, after every\n"
+    "epoch, the train loss, test accuracy, throughput and the memory table.";
+
+#define MAX_FLAGS 64
+static void build_flags(flag_def *f, train_opts *o)
+{
+    flag_def defs[] = {
+        {"--model", F_STR, &o->model, "NAME", "model: mlp, resnet20, resnet32, resnet56, resnet18 (resnet20)", 0},
+        {"--compress", F_STR, &o->compress, "SPEC", "activation compression policy (none); see actc --help", 0},
+        {"--epochs", F_INT, &o->epochs, "N", "total epochs to train (1)", 0},
+        {"--batch", F_INT, &o->batch, "N", "minibatch size (128)", 0},
+        {"--lr", F_FLOAT, &o->lr, "X", "peak learning rate (0.1 for sgd, 0.001 for adamw)", 0},
+        {"--optim", F_STR, &o->optim, "NAME", "sgd or adamw (sgd)", 0},
+        {"--momentum", F_FLOAT, &o->momentum, "X", "SGD momentum (0.9)", 0},
+        {"--nesterov", F_BOOL, &o->nesterov, "", "Nesterov momentum (on; --nesterov=0 turns it off)", 0},
+        {"--wd", F_FLOAT, &o->wd, "X", "weight decay (5e-4 sgd, 0.01 adamw)", 0},
+        {"--schedule", F_STR, &o->schedule, "SPEC", "cosine | const | step:STEPS:GAMMA (cosine)", 0},
+        {"--warmup", F_U64, &o->warmup, "STEPS", "linear learning-rate warm-up steps (50)", 0},
+        {"--min-lr", F_FLOAT, &o->min_lr, "X", "floor of the cosine schedule (0)", 0},
+        {"--augment", F_BOOL, &o->augment, "", "random crop (pad 2) and horizontal flip", 0},
+        {"--width", F_INT, &o->width, "N", "hidden width of the mlp (256)", 0},
+        {"--dropout", F_FLOAT, &o->dropout, "P", "dropout of the mlp (0)", 0},
+        {"--seed", F_U64, &o->seed, "N", "seed of initialisation, data order and rounding (1)", 0},
+        {"--threads", F_INT, &o->threads, "N", "threads (default: all cores)", 0},
+        {"--mem-budget", F_BYTES, &o->budget, "SIZE", "fail cleanly past this many bytes (e.g. 512MiB)", 0},
+        {"--log", F_STR, &o->log_path, "FILE", "append JSON lines (steps and epochs) to FILE", 0},
+        {"--log-every", F_INT, &o->log_every, "N", "log a step record every N steps (50)", 0},
+        {"--save", F_STR, &o->save_path, "FILE", "write a checkpoint after every epoch and at the end", 0},
+        {"--resume", F_STR, &o->resume_path, "FILE", "continue the run saved in FILE", 0},
+        {"--max-steps", F_U64, &o->max_steps, "N", "stop after N steps in total (0 = no limit)", 0},
+        {"--eval-batch", F_INT, &o->eval_batch, "N", "batch size for evaluation (256)", 0},
+        {"--progress", F_STR, &o->progress, "MODE", "auto | on | off (auto: a bar on a terminal)", 0},
+        {"--data-dir", F_STR, &o->data.data_dir, "DIR", "directory with the Fashion-MNIST IDX files", 0},
+        {"--train-images", F_STR, &o->data.train_images, "FILE", "IDX image file for training", 0},
+        {"--train-labels", F_STR, &o->data.train_labels, "FILE", "IDX label file for training", 0},
+        {"--test-images", F_STR, &o->data.test_images, "FILE", "IDX image file for testing", 0},
+        {"--test-labels", F_STR, &o->data.test_labels, "FILE", "IDX label file for testing", 0},
+        {"--limit-train", F_INT, &o->data.limit_train, "N", "use only the first N training images", 0},
+        {"--limit-test", F_INT, &o->data.limit_test, "N", "use only the first N test images", 0},
+        {NULL, F_INT, NULL, NULL, NULL, 0}};
+    _Static_assert(sizeof defs <= MAX_FLAGS * sizeof(flag_def), "raise MAX_FLAGS");
+    memcpy(f, defs, sizeof defs);
+}
+
+static void defaults(train_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->model = "resnet20";
+    o->compress = "none";
+    o->optim = "sgd";
+    o->schedule = "cosine";
+    o->progress = "auto";
+    o->epochs = 1;
+    o->batch = 128;
+    o->nesterov = 1;
+    o->momentum = 0.9f;
+    o->warmup = 50;
+    o->seed = 1;
+    o->log_every = 50;
+    o->eval_batch = 256;
+    o->width = 256;
+}
+
+static int fail(const char *what)
+{
+    fprintf(stderr, "error: %s: %s\n", what, actc_last_error());
+    return 1;
+}
+
+/* Everything a run owns, freed in one place. */
+typedef struct {
+    actc_image_dataset train, test;
+    int have_train, have_test;
+    actc_model *model;
+    actc_ctx *ctx;
+    actc_optim *opt;
+    actc_loader *loader;
+    FILE *log;
+} run_state;
+
+static void run_free(run_state *r)
+{
+    actc_loader_free(r->loader);
+    actc_optim_free(r->opt);
+    actc_ctx_free(r->ctx);
+    actc_model_free(r->model);
+    if (r->have_train) actc_image_dataset_free(&r->train);
+    if (r->have_test) actc_image_dataset_free(&r->test);
+    if (r->log) fclose(r->log);
+    actc_mem_set_budget(0);
+}
+
+static int save_ckpt(const train_opts *o, run_state *r, uint64_t epoch, uint64_t batch_in_epoch,
+                     uint64_t step)
+{
+    actc_ckpt_meta meta;
+    memset(&meta, 0, sizeof meta);
+    snprintf(meta.model, sizeof meta.model, "%s", o->model);
+    snprintf(meta.optim, sizeof meta.optim, "%s", o->optim);
+    snprintf(meta.policy, sizeof meta.policy, "%s", actc_ctx_policy(r->ctx));
+    meta.epoch = epoch;
+    meta.batch_in_epoch = batch_in_epoch;
+    meta.step = step;
+    meta.seed = o->seed;
+    meta.batch = o->batch;
+    meta.extra[0] = (float)o->width;
+    if (actc_checkpoint_save(o->save_path, r->model, r->opt, &meta) != ACTC_OK) return fail("saving checkpoint");
+    return 0;
+}
+
+int cmd_train(int argc, char **argv)
+{
+    train_opts o;
+    defaults(&o);
+    flag_def flags[MAX_FLAGS];
+    build_flags(flags, &o);
+    int help;
+    int rc = flags_parse(flags, argc, argv, 2, &help);
+    if (help) {
+        flags_help(stdout, USAGE, ABOUT, flags);
+        printf("\ncompression policies (--compress):\n%s", actc_policy_list());
+        return 0;
+    }
+    if (rc) return 2;
+    int is_adamw = !strcmp(o.optim, "adamw");
+    if (!is_adamw && strcmp(o.optim, "sgd")) {
+        fprintf(stderr, "error: unknown --optim '%s' (sgd or adamw)\n", o.optim);
+        return 2;
+    }
+    if (!flag_was_set(flags, "--lr")) o.lr = is_adamw ? 1e-3f : 0.1f;
+    if (!flag_was_set(flags, "--wd")) o.wd = is_adamw ? 0.01f : 5e-4f;
+    if (o.epochs < 1 || o.batch < 1 || o.eval_batch < 1 || o.log_every < 1) {
+        fprintf(stderr, "error: --epochs, --batch, --eval-batch and --log-every must be at least 1\n");
+        return 2;
+    }
+    if (!(o.lr > 0) || !isfinite(o.lr)) {
+        fprintf(stderr, "error: --lr must be a positive number\n");
+        return 2;
+    }
+    actc_lr_schedule sched;
+    if (actc_lr_parse(o.schedule, &sched) != ACTC_OK) {
+        fprintf(stderr, "error: --schedule: %s\n", actc_last_error());
+        return 2;
+    }
+
+    actc_ckpt_meta meta;
+    memset(&meta, 0, sizeof meta);
+    if (o.resume_path) {
+        if (actc_checkpoint_peek(o.resume_path, &meta) != ACTC_OK) return fail("--resume");
+        if (flag_was_set(flags, "--model") && strcmp(o.model, meta.model)) {
+            fprintf(stderr, "error: --resume %s holds model %s, but --model %s was given\n", o.resume_path,
+                    meta.model, o.model);
+            return 2;
+        }
+        o.model = meta.model;
+        if (!flag_was_set(flags, "--compress")) o.compress = meta.policy;
+        if (!flag_was_set(flags, "--optim")) o.optim = meta.optim;
+        if (!flag_was_set(flags, "--seed")) o.seed = meta.seed;
+        if (!flag_was_set(flags, "--batch")) o.batch = meta.batch;
+        if (!flag_was_set(flags, "--width") && meta.extra[0] > 0) o.width = (int)meta.extra[0];
+        is_adamw = !strcmp(o.optim, "adamw");
+    }
+
+    actc_set_threads(o.threads);
+    run_state r;
+    memset(&r, 0, sizeof r);
+    /* The budget covers everything the run allocates through actc, data included. */
+    actc_mem_set_budget(o.budget);
+    if (data_load(&o.data, &r.train, &r.test)) {
+        actc_mem_set_budget(0);
+        return 1;
+    }
+    r.have_train = r.have_test = 1;
+    rc = 1;
+    actc_model_opts mo = actc_model_default_opts();
+    mo.in_channels = r.train.c;
+    mo.in_h = r.train.h;
+    mo.in_w = r.train.w;
+    mo.num_classes = r.train.num_classes > r.test.num_classes ? r.train.num_classes : r.test.num_classes;
+    mo.width = o.width;
+    mo.dropout = o.dropout;
+    mo.seed = o.seed;
+    if (actc_model_create(o.model, &mo, &r.model) != ACTC_OK) { fail("--model"); goto out; }
+    if (!(r.ctx = actc_ctx_new())) { fail("engine"); goto out; }
+    if (actc_ctx_set_policy(r.ctx, o.compress) != ACTC_OK) { fail("--compress"); goto out; }
+    actc_ctx_set_seed(r.ctx, o.seed);
+    actc_tensor **params;
+    int np = actc_model_params(r.model, &params);
+    r.opt = is_adamw ? actc_adamw_new(params, np, 0.9f, 0.999f, 1e-8f, o.wd)
+                     : actc_sgd_new(params, np, o.momentum, o.nesterov, o.wd);
+    if (!r.opt) { fail("optimizer"); goto out; }
+    if (o.resume_path) {
+        if (actc_optim_init_state(r.opt) != ACTC_OK) { fail("optimizer"); goto out; }
+        if (actc_checkpoint_load(o.resume_path, r.model, r.opt, &meta) != ACTC_OK) { fail("--resume"); goto out; }
+    }
+    actc_loader_opts lo = {FMNIST_MEAN, FMNIST_STD, o.augment ? 2 : 0, o.augment, 1, o.seed};
+    if (!(r.loader = actc_loader_new(&r.train, o.batch, 1, &lo))) { fail("data loader"); goto out; }
+    int steps_per_epoch = actc_loader_num_batches(r.loader);
+    if (steps_per_epoch < 1) {
+        fprintf(stderr, "error: the training set (%d images) is smaller than one batch of %d\n", r.train.n, o.batch);
+        goto out;
+    }
+    if (o.log_path && !(r.log = fopen(o.log_path, "a"))) {
+        fprintf(stderr, "error: --log: cannot open %s for appending\n", o.log_path);
+        goto out;
+    }
+    sched.base_lr = o.lr;
+    sched.min_lr = o.min_lr;
+    sched.warmup_steps = o.warmup;
+    sched.total_steps = (uint64_t)o.epochs * (uint64_t)steps_per_epoch;
+
+    char pbuf[32];
+    printf("actc %s: model %s (%zu parameters, %s), policy %s, %d epoch(s) of %d steps at batch %d, %d thread(s)\n",
+           ACTC_VERSION, o.model, actc_model_num_params(r.model),
+           actc_format_bytes(actc_model_num_params(r.model) * 4, pbuf, sizeof pbuf), actc_ctx_policy(r.ctx),
+           o.epochs, steps_per_epoch, o.batch, actc_get_threads());
+    if (o.resume_path)
+        printf("resuming %s at epoch %llu, step %llu\n", o.resume_path, (unsigned long long)meta.epoch + 1,
+               (unsigned long long)meta.step);
+    fflush(stdout);
+
+    uint64_t step = meta.step;
+    int start_epoch = (int)meta.epoch, start_batch = (int)meta.batch_in_epoch;
+    int stopped = 0;
+    progress pg;
+    progress_init(&pg, o.progress);
+    for (int epoch = start_epoch; epoch < o.epochs && !stopped; epoch++) {
+        actc_mem_reset_peak();
+        actc_store_reset_peak(r.ctx);
+        double t0 = now_seconds(), loss_sum = 0;
+        long correct = 0, seen = 0;
+        int b;
+        for (b = (epoch == start_epoch ? start_batch : 0); b < steps_per_epoch; b++) {
+            if (o.max_steps && step >= o.max_steps) { stopped = 1; break; }
+            actc_tensor *x;
+            const int32_t *labels;
+            int bs;
+            if (actc_loader_get(r.loader, epoch, b, &x, &labels, &bs) != ACTC_OK) { fail("data"); goto out; }
+            actc_ctx_set_step(r.ctx, step);
+            float lr = actc_lr_at(&sched, step);
+            step_result sr;
+            actc_status s = train_step(r.model, r.ctx, r.opt, x, labels, lr, &sr);
+            actc_tensor_release(x);
+            if (s != ACTC_OK) {
+                fprintf(stderr, "%serror: training step %llu (epoch %d, batch %d): %s\n", pg.tty == 1 ? "\n" : "",
+                        (unsigned long long)step, epoch + 1, b, actc_last_error());
+                goto out;
+            }
+            step++;
+            loss_sum += sr.loss * sr.n;
+            correct += sr.correct;
+            seen += sr.n;
+            double sps = seen / (now_seconds() - t0);
+            progress_update(&pg, epoch + 1, o.epochs, b + 1, steps_per_epoch, loss_sum / seen,
+                            (double)correct / seen, sps);
+            if (r.log && (step % (uint64_t)o.log_every == 0)) {
+                fprintf(r.log, "{\"event\":\"step\",\"epoch\":%d,\"step\":%llu,\"loss\":%.9g,\"lr\":%.6g,\"samples_per_s\":%.2f}\n",
+                        epoch + 1, (unsigned long long)step, sr.loss, lr, sps);
+                fflush(r.log);
+            }
+        }
+        progress_done(&pg);
+        double train_time = now_seconds() - t0;
+        if (stopped) {
+            printf("stopped after step %llu (--max-steps)\n", (unsigned long long)step);
+            if (o.save_path && save_ckpt(&o, &r, (uint64_t)epoch, (uint64_t)b, step)) goto out;
+            break;
+        }
+        actc_mem_stats ms;
+        actc_store_stats ss;
+        actc_mem_get_stats(&ms);
+        actc_store_get_stats(r.ctx, &ss);
+        double acc = 0, tloss = 0;
+        if (evaluate(r.model, r.ctx, &r.test, o.eval_batch, &acc, &tloss) != ACTC_OK) { fail("evaluation"); goto out; }
+        double sps = seen ? seen / train_time : 0;
+        printf("epoch %d/%d: train loss %.4f (acc %.2f%%), test acc %.2f%% (loss %.4f), %.1f samples/s, %.1f s\n",
+               epoch + 1, o.epochs, seen ? loss_sum / seen : 0, seen ? 100.0 * correct / seen : 0, 100 * acc, tloss,
+               sps, train_time);
+        report_memory(stdout, &ms, &ss);
+        fflush(stdout);
+        if (r.log) {
+            fprintf(r.log, "{\"event\":\"epoch\",\"epoch\":%d,\"step\":%llu,\"model\":\"%s\",\"policy\":\"%s\",\"batch\":%d,"
+                    "\"train_loss\":%.6f,\"train_acc\":%.6f,\"test_acc\":%.6f,\"test_loss\":%.6f,\"samples_per_s\":%.2f,"
+                    "\"seconds\":%.2f,\"memory\":",
+                    epoch + 1, (unsigned long long)step, o.model, actc_ctx_policy(r.ctx), o.batch,
+                    seen ? loss_sum / seen : 0, seen ? (double)correct / seen : 0, acc, tloss, sps, train_time);
+            report_memory_json(r.log, &ms, &ss);
+            fprintf(r.log, "}\n");
+            fflush(r.log);
+        }
+        if (o.save_path && save_ckpt(&o, &r, (uint64_t)epoch + 1, 0, step)) goto out;
+    }
+    rc = 0;
+out:
+    run_free(&r);
+    return rc;
+}

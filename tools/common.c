@@ -1,0 +1,128 @@
+/* Training step, evaluation and data set-up shared by the commands. */
+#include "cli.h"
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Keep only the first `limit` samples (for quick runs and tests). */
+static void truncate_set(actc_image_dataset *d, int limit)
+{
+    if (limit > 0 && limit < d->n) d->n = limit;
+}
+
+static int load_pair(const char *img, const char *lab, const char *what, actc_image_dataset *d)
+{
+    if (actc_idx_load(img, lab, d) != ACTC_OK) {
+        fprintf(stderr, "error: cannot load the %s set: %s\n", what, actc_last_error());
+        return 1;
+    }
+    return 0;
+}
+
+int data_load(const data_opts *o, actc_image_dataset *train, actc_image_dataset *test)
+{
+    int explicit_train = o->train_images || o->train_labels;
+    int explicit_test = o->test_images || o->test_labels;
+    if (train) {
+        if (explicit_train) {
+            if (!o->train_images || !o->train_labels) {
+                fprintf(stderr, "error: --train-images and --train-labels go together\n");
+                return 1;
+            }
+            if (load_pair(o->train_images, o->train_labels, "training", train)) return 1;
+        } else if (actc_fashion_mnist_load(o->data_dir, 1, train) != ACTC_OK) {
+            fprintf(stderr, "error: %s\n", actc_last_error());
+            return 1;
+        }
+        truncate_set(train, o->limit_train);
+    }
+    if (test) {
+        int rc;
+        if (explicit_test) {
+            if (!o->test_images || !o->test_labels) {
+                fprintf(stderr, "error: --test-images and --test-labels go together\n");
+                rc = 1;
+            } else {
+                rc = load_pair(o->test_images, o->test_labels, "test", test);
+            }
+        } else {
+            rc = actc_fashion_mnist_load(o->data_dir, 0, test) != ACTC_OK;
+            if (rc) fprintf(stderr, "error: %s\n", actc_last_error());
+        }
+        if (rc) {
+            if (train) actc_image_dataset_free(train);
+            return 1;
+        }
+        truncate_set(test, o->limit_test);
+    }
+    return 0;
+}
+
+actc_status train_step(actc_model *m, actc_ctx *ctx, actc_optim *opt, actc_tensor *x,
+                       const int32_t *labels, float lr, step_result *r)
+{
+    actc_model_zero_grad(m);
+    actc_ctx_set_training(ctx, 1);
+    actc_tensor *logits = actc_model_forward(m, ctx, x);
+    if (!logits) {
+        actc_ctx_reset(ctx);
+        return actc_last_status();
+    }
+    int correct = 0;
+    actc_tensor *loss = actc_cross_entropy(ctx, logits, labels, -1, &correct);
+    actc_tensor_release(logits);
+    if (!loss) {
+        actc_ctx_reset(ctx);
+        return actc_last_status();
+    }
+    r->loss = loss->data[0];
+    r->correct = correct;
+    r->n = x->shape[0];
+    actc_status s = actc_backward(ctx, loss);
+    actc_tensor_release(loss);
+    if (s != ACTC_OK) return s;
+    return opt ? actc_optim_step(opt, lr) : ACTC_OK;
+}
+
+actc_status evaluate(actc_model *m, actc_ctx *ctx, const actc_image_dataset *d, int batch,
+                     double *acc, double *loss)
+{
+    actc_loader_opts lo = {FMNIST_MEAN, FMNIST_STD, 0, 0, 0, 0};
+    actc_loader *l = actc_loader_new(d, batch, 0, &lo);
+    if (!l) return actc_last_status();
+    int was_training = actc_ctx_training(ctx);
+    actc_ctx_set_training(ctx, 0);
+    double total_loss = 0;
+    long correct = 0, n = 0;
+    actc_status s = ACTC_OK;
+    for (int b = 0; b < actc_loader_num_batches(l); b++) {
+        actc_tensor *x;
+        const int32_t *labels;
+        int bs;
+        if ((s = actc_loader_get(l, 0, b, &x, &labels, &bs)) != ACTC_OK) break;
+        actc_tensor *logits = actc_model_forward(m, ctx, x);
+        actc_tensor_release(x);
+        if (!logits) { s = actc_last_status(); break; }
+        int c = 0;
+        actc_tensor *lt = actc_cross_entropy(ctx, logits, labels, -1, &c);
+        actc_tensor_release(logits);
+        if (!lt) { s = actc_last_status(); break; }
+        total_loss += (double)lt->data[0] * bs;
+        actc_tensor_release(lt);
+        correct += c;
+        n += bs;
+    }
+    actc_ctx_set_training(ctx, was_training);
+    actc_loader_free(l);
+    if (s != ACTC_OK) return s;
+    *acc = n ? (double)correct / (double)n : 0;
+    *loss = n ? total_loss / (double)n : 0;
+    return ACTC_OK;
+}

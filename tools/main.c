@@ -1,0 +1,48 @@
+/* actc: the command-line front end. */
+#include "cli.h"
+#include <string.h>
+
+int cmd_train(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_maxbatch(int argc, char **argv);
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "actc %s - neural-network training with compressed activations\n\n"
+            "usage: actc COMMAND [flags]   (actc COMMAND --help for its flags)\n\n"
+            "commands:\n"
+            "  train      train a model (progress, memory table, --log, --save/--resume)\n"
+            "  eval       evaluate a checkpoint on the test set\n"
+            "  maxbatch   largest batch whose training step fits a memory budget\n\n"
+            "models (--model):\n%s\n"
+            "compression policies (--compress):\n%s\n"
+            "examples:\n"
+            "  actc train --model resnet20 --compress none --epochs 1 --batch 128\n"
+            "  actc train --model resnet20 --epochs 3 --save r20.ckpt --log r20.jsonl\n"
+            "  actc eval --checkpoint r20.ckpt\n"
+            "  actc maxbatch --budget 2GiB --model resnet18 --compress bf16\n",
+            ACTC_VERSION, actc_model_list(), actc_policy_list());
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "--version")) {
+        printf("actc %s\n", ACTC_VERSION);
+        return 0;
+    }
+    if (!strcmp(cmd, "train")) return cmd_train(argc, argv);
+    if (!strcmp(cmd, "eval")) return cmd_eval(argc, argv);
+    if (!strcmp(cmd, "maxbatch")) return cmd_maxbatch(argc, argv);
+    fprintf(stderr, "error: unknown command '%s' (train, eval, maxbatch; see actc --help)\n", cmd);
+    return 2;
+}
