@@ -100,7 +100,8 @@ double tu_gradcheck(tu_forward_fn f, actc_tensor **in, int n, void *user, float 
     const int rseed = 12345;
     actc_ctx *ctx = actc_ctx_new();
     actc_ctx_set_seed(ctx, 7);
-    for (int i = 0; i < n; i++) actc_tensor_drop_grad(in[i]);
+    for (int i = 0; i < n; i++)
+        if (in[i]) actc_tensor_drop_grad(in[i]);
     actc_tensor *out = f(ctx, in, user);
     assert_non_null(out);
     actc_tensor *loss = wsum(ctx, out, rseed);
@@ -113,7 +114,7 @@ double tu_gradcheck(tu_forward_fn f, actc_tensor **in, int n, void *user, float 
     double worst = 0;
     for (int k = 0; k < n; k++) {
         actc_tensor *t = in[k];
-        if (!t->requires_grad) continue;
+        if (!t || !t->requires_grad) continue;
         assert_non_null(t->grad);
         double num2 = 0, ga2 = 0, gn2 = 0;
         for (size_t i = 0; i < t->numel; i++) {

@@ -6,8 +6,9 @@
  * would keep for the same backward pass: each distinct tensor once at 4 bytes
  * per element, whatever kinds it was saved as.  So a ReLU output saved as MASK
  * and again as the next convolution's ACT input counts once in fp32 (PyTorch
- * keeps that one tensor for both), and INDEX saves count 4 bytes per element
- * (an int32 index tensor). */
+ * keeps that one tensor for both), under ACT.  A MASK save no ACT save shares
+ * counts 4 bytes per element, and INDEX saves count 4 bytes per element (an
+ * int32 index tensor). */
 #include "autograd.h"
 #include "../core/core.h"
 #include <math.h>
@@ -173,10 +174,22 @@ actc_status actc_save(actc_ctx *ctx, actc_node *node, const actc_tensor *t, actc
     memcpy(e->shape, t->shape, sizeof e->shape);
     e->pending = 1;
 
-    int counted = 0;
-    for (int i = 0; i < ctx->n_entries; i++)
-        if (ctx->entries[i].pending > 0 && ctx->entries[i].tensor_id == t->id) counted = 1;
-    e->fp32_bytes = counted ? 0 : t->numel * sizeof(float);
+    /* The fp32 reference counts each tensor once.  If another kind of save of
+     * this tensor already holds its share, an ACT save takes the share over,
+     * so the per-kind table shows real activations under ACT (a ReLU output
+     * saved as MASK and then as the next convolution's input is an ACT). */
+    actc_store_entry *holder = NULL;
+    for (int i = 0; i < ctx->n_entries; i++) {
+        actc_store_entry *o = &ctx->entries[i];
+        if (o->pending > 0 && o->tensor_id == t->id && o->fp32_bytes) holder = o;
+    }
+    e->fp32_bytes = holder ? 0 : t->numel * sizeof(float);
+    if (holder && kind == ACTC_SAVE_ACT) {
+        ctx->cur_fp32_by_kind[holder->kind] -= holder->fp32_bytes;
+        e->fp32_bytes = holder->fp32_bytes;
+        ctx->st.fp32_bytes -= holder->fp32_bytes;
+        holder->fp32_bytes = 0;
+    }
 
     node->slots_[node->n_slots_++] = ctx->n_entries++;
     ctx->st.stored_bytes += e->bytes;

@@ -35,7 +35,9 @@ struct actc_optim {
  * an error set on failure. */
 actc_optim *actc__optim_new(const actc_optim_vt *vt, actc_tensor **params, int n, int nslots);
 
-/* Elementwise loops are parallel above this many elements (below it the
- * OpenMP fork costs more than the loop). */
-#define ACTC_OPTIM_PAR_MIN 32768
+/* Elementwise loops are parallel above this many elements.  An update is
+ * memory-bound at ~12-20 bytes per element; below 64k elements (~1 MB, tens
+ * of microseconds) an OpenMP fork, especially on busy cores, costs more than
+ * it saves. */
+#define ACTC_OPTIM_PAR_MIN 65536
 #endif

@@ -1,0 +1,98 @@
+/* Training-step benchmark: samples/s of a full step (forward + loss, backward,
+ * optimizer) and the time split between the three, for one model, batch and
+ * policy per process (so the peak RSS printed belongs to that configuration).
+ *
+ * usage: bench_step MODEL BATCH [POLICY] [STEPS] [THREADS]
+ * Inputs are synthetic (speed does not depend on pixel values). Two warm-up
+ * steps are not timed.  Output: one human line and one JSON line. */
+#include "actc.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int die(const char *what)
+{
+    fprintf(stderr, "bench_step: %s: %s\n", what, actc_last_error());
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: bench_step MODEL BATCH [POLICY] [STEPS] [THREADS]\n");
+        return 2;
+    }
+    const char *model = argv[1], *policy = argc > 3 ? argv[3] : "none";
+    int batch = atoi(argv[2]), steps = argc > 4 ? atoi(argv[4]) : 10;
+    if (argc > 5) actc_set_threads(atoi(argv[5]));
+    actc_model_opts mo = actc_model_default_opts();
+    mo.seed = 1;
+    actc_model *m;
+    if (actc_model_create(model, &mo, &m) != ACTC_OK) return die("model");
+    actc_ctx *ctx = actc_ctx_new();
+    if (!ctx || actc_ctx_set_policy(ctx, policy) != ACTC_OK) return die("policy");
+    actc_tensor **params;
+    int np = actc_model_params(m, &params);
+    actc_optim *opt = actc_sgd_new(params, np, 0.9f, 1, 5e-4f);
+    int shp[4] = {batch, 1, 28, 28};
+    actc_tensor *x = actc_tensor_new(ACTC_MEM_SCRATCH, 4, shp);
+    int32_t *labels = malloc((size_t)batch * sizeof *labels);
+    if (!opt || !x || !labels) return die("setup");
+    for (size_t i = 0; i < x->numel; i++) x->data[i] = actc_rand_normal(3, i);
+    for (int i = 0; i < batch; i++) labels[i] = i % 10;
+
+    double tf = 0, tb = 0, to = 0;
+    actc_store_stats ss;
+    for (int s = -2; s < steps; s++) {
+        if (s == 0) {
+            actc_mem_reset_peak();
+            actc_store_reset_peak(ctx);
+        }
+        actc_model_zero_grad(m);
+        double t0 = now();
+        actc_tensor *logits = actc_model_forward(m, ctx, x);
+        if (!logits) return die("forward");
+        actc_tensor *loss = actc_cross_entropy(ctx, logits, labels, -1, NULL);
+        actc_tensor_release(logits);
+        if (!loss) return die("loss");
+        double t1 = now();
+        if (actc_backward(ctx, loss) != ACTC_OK) return die("backward");
+        actc_tensor_release(loss);
+        double t2 = now();
+        if (actc_optim_step(opt, 0.01f) != ACTC_OK) return die("optimizer");
+        double t3 = now();
+        if (s >= 0) {
+            tf += t1 - t0;
+            tb += t2 - t1;
+            to += t3 - t2;
+        }
+    }
+    actc_store_get_stats(ctx, &ss);
+    actc_mem_stats ms;
+    actc_mem_get_stats(&ms);
+    double total = tf + tb + to, sps = (double)batch * steps / total;
+    printf("%-9s batch %4d %-8s %8.1f samples/s  forward %4.1f%%  backward %4.1f%%  optimizer %4.1f%%  "
+           "context %.1f MiB (%.2fx)  peak %.1f MiB  RSS %.1f MiB\n",
+           model, batch, policy, sps, 100 * tf / total, 100 * tb / total, 100 * to / total,
+           ss.stored_peak / 1048576.0, ss.stored_peak ? (double)ss.fp32_peak / ss.stored_peak : 0,
+           ms.peak_total / 1048576.0, actc_process_peak_rss() / 1048576.0);
+    printf("{\"model\":\"%s\",\"batch\":%d,\"policy\":\"%s\",\"threads\":%d,\"steps\":%d,\"samples_per_s\":%.2f,"
+           "\"forward_s\":%.4f,\"backward_s\":%.4f,\"optimizer_s\":%.4f,\"context_bytes\":%zu,\"context_fp32\":%zu,"
+           "\"peak_total\":%zu,\"peak_rss\":%zu}\n",
+           model, batch, policy, actc_get_threads(), steps, sps, tf / steps, tb / steps, to / steps, ss.stored_peak,
+           ss.fp32_peak, ms.peak_total, actc_process_peak_rss());
+    actc_tensor_release(x);
+    free(labels);
+    actc_optim_free(opt);
+    actc_ctx_free(ctx);
+    actc_model_free(m);
+    return 0;
+}
