@@ -399,8 +399,9 @@ void actc_optim_free(actc_optim *o);
 actc_status actc_optim_step(actc_optim *o, float lr);
 /* "sgd" or "adamw". */
 const char *actc_optim_name(const actc_optim *o);
-/* State tensors for checkpoints (momentum buffers, Adam moments; allocated
- * lazily on the first step, so call after one step or actc_optim_init_state). */
+/* State tensors for checkpoints (momentum buffers, Adam moments), in
+ * parameter order then slot order; missing state is created as zeros first
+ * (-1 if that allocation fails).  The array belongs to the optimizer. */
 int actc_optim_state(actc_optim *o, actc_tensor ***out);
 /* Allocate all state tensors now (zeros). */
 actc_status actc_optim_init_state(actc_optim *o);
@@ -413,14 +414,18 @@ typedef struct {
     actc_lr_kind kind;
     float base_lr;
     float min_lr;          /* cosine floor                                  */
-    uint64_t warmup_steps; /* linear warm-up from 0 to base_lr              */
-    uint64_t total_steps;  /* cosine horizon                                */
+    uint64_t warmup_steps; /* step s < W gets base_lr*(s+1)/W, then the
+                              schedule runs on step - W                     */
+    uint64_t total_steps;  /* cosine horizon (warm-up included); min_lr after */
     uint64_t step_size;    /* step decay every step_size steps              */
     float gamma;           /* step decay factor                             */
 } actc_lr_schedule;
 /* Learning rate at (0-based) step. */
 float actc_lr_at(const actc_lr_schedule *s, uint64_t step);
-/* Parse "cosine", "step:30:0.1" (every 30 epochs... in steps), "const". */
+/* Parse "const" (or "constant"), "cosine", or "step:STEP_SIZE:GAMMA" (decay by
+ * GAMMA > 0 every STEP_SIZE > 0 steps).  Sets kind (and step_size, gamma);
+ * the caller fills base_lr, min_lr, warmup_steps, total_steps.  *s is left
+ * untouched on error. */
 actc_status actc_lr_parse(const char *spec, actc_lr_schedule *s);
 
 /* ------------------------------------------------------------------------ */
@@ -435,7 +440,10 @@ typedef struct {
 } actc_image_dataset;
 
 /* Read an IDX image file (magic 0x00000803, dims n,h,w) and its IDX label file
- * (0x00000801, dim n), gzip-compressed or not.  Errors name the file. */
+ * (0x00000801, dim n), gzip-compressed or not.  Errors name the file: missing
+ * (ACTC_ERR_IO), wrong magic or dims, truncated, trailing bytes, count
+ * mismatch (ACTC_ERR_FORMAT).  Pixels and labels are malloc'd input data, not
+ * accounted by the allocator. */
 actc_status actc_idx_load(const char *images_path, const char *labels_path,
                           actc_image_dataset *out);
 /* Fashion-MNIST from directory dir (default /usr/share/datasets/fashion-mnist
@@ -452,7 +460,9 @@ typedef struct {
 } actc_loader_opts;
 
 typedef struct actc_loader actc_loader;
-/* Batches of `batch` images (the last partial batch is dropped if drop_last). */
+/* Batches of `batch` images (the last partial batch is dropped if drop_last;
+ * then batch > d->n is an error).  d must outlive the loader (not copied); o
+ * may be NULL for defaults (mean 0, std 1, no augmentation, no shuffle). */
 actc_loader *actc_loader_new(const actc_image_dataset *d, int batch, int drop_last,
                              const actc_loader_opts *o);
 void actc_loader_free(actc_loader *l);
@@ -482,15 +492,19 @@ typedef struct {
 } actc_ckpt_meta;
 
 /* Write model state (and optimizer state when o is not NULL) to path: written
- * to path.tmp, fsync'ed, then renamed.  Header: magic, version, shapes; a
- * CRC-32 over everything. */
+ * to path.tmp, fsync'ed, then renamed.  Header: magic, version, total length;
+ * then names and shapes with the data; a CRC-32 over everything.  The model
+ * and optimizer names are taken from the objects, not from meta. */
 actc_status actc_checkpoint_save(const char *path, actc_model *m, actc_optim *o,
                                  const actc_ckpt_meta *meta);
 /* Read only the metadata (to create the right model first). */
 actc_status actc_checkpoint_peek(const char *path, actc_ckpt_meta *meta);
 /* Load into an existing model (and optimizer if not NULL).  Checks the magic,
- * version, checksum, model name and every shape; nothing is modified unless
- * all checks pass. */
+ * version, length, checksum, model name and every tensor name and shape;
+ * nothing (meta included) is modified unless all checks pass.  Missing file:
+ * ACTC_ERR_IO; truncated or corrupted: ACTC_ERR_FORMAT; another model, shape
+ * or optimizer (or an optimizer asked for that the file lacks): ACTC_ERR_INVALID,
+ * naming both sides. */
 actc_status actc_checkpoint_load(const char *path, actc_model *m, actc_optim *o,
                                  actc_ckpt_meta *meta);
 

@@ -183,7 +183,9 @@ static void test_conv_forward_small(void **state)
         {3, 4, 7, 7, 6, 1, 1, 2, 0}, /* 1x1 stride 2 (downsample)  */
         {1, 2, 6, 9, 3, 2, 3, 1, 0}, /* non-square kernel, N=1     */
         {2, 2, 5, 7, 3, 3, 2, 3, 2}, /* stride 3, pad > kernel/2   */
-        {1, 1, 4, 4, 2, 5, 5, 1, 2}, /* kernel as big as padded input */
+        {1, 1, 4, 4, 2, 5, 5, 1, 2}, /* kernel larger than the image   */
+        {2, 2, 5, 6, 3, 1, 3, 1, 1}, /* 1x3, pad 1: Wo == W, Ho == H+2 */
+        {2, 3, 6, 6, 4, 3, 3, 1, 0}, /* 3x3 valid (no padding)        */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         check_conv_case(&cases[i], 1, 0);
@@ -199,6 +201,9 @@ static void test_conv_backward_small(void **state)
         {2, 3, 9, 8, 5, 3, 3, 2, 1},
         {3, 4, 7, 7, 6, 1, 1, 2, 0},
         {1, 2, 6, 9, 3, 2, 3, 1, 0},
+        {1, 1, 4, 4, 2, 5, 5, 1, 2},
+        {2, 2, 5, 6, 3, 1, 3, 1, 1},
+        {2, 2, 5, 7, 3, 3, 2, 3, 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_conv_case(&cases[i], 1, 1);
 }

@@ -24,6 +24,7 @@
 #include "ops.h"
 #include <cblas.h>
 #include <limits.h>
+#include <stddef.h>
 #include <string.h>
 
 /* Bytes of col + Yc per chunk.  Measured with bench_conv on the ResNet-18
@@ -43,84 +44,140 @@ typedef struct {
 
 enum { IA_STRIDE = 0, IA_PAD, IA_XSLOT, IA_WSLOT };
 
-/* Output columns ow whose input column ow*s - p + kj lies in [0, W):
- * [*lo, *hi).  Keeps the inner loops free of bounds tests. */
-static void valid_range(const conv_geom *g, int kj, int *lo, int *hi)
+/* Output positions o (0 <= o < n_out) whose input position o*s - p + k lies
+ * in [0, n_in): [*lo, *hi).  Keeps the inner loops free of bounds tests. */
+static void valid_range(int k, int s, int p, int n_in, int n_out, int *lo, int *hi)
 {
-    int a = g->p - kj; /* need ow*s >= a */
-    int l = a <= 0 ? 0 : (a + g->s - 1) / g->s;
-    int t = g->W - 1 + g->p - kj; /* need ow*s <= t */
-    int h = t < 0 ? 0 : t / g->s + 1;
-    if (h > g->Wo) h = g->Wo;
+    int a = p - k; /* need o*s >= a */
+    int l = a <= 0 ? 0 : (a + s - 1) / s;
+    int t = n_in - 1 + p - k; /* need o*s <= t */
+    int h = t < 0 ? 0 : t / s + 1;
+    if (h > n_out) h = n_out;
     if (l > h) l = h;
     *lo = l;
     *hi = h;
+}
+
+/* Stride 1 with Wo == W ("same" width, e.g. 3x3 pad 1): output row oh of tap
+ * (ki,kj) is input row oh+ki-p shifted by kj-p, so the whole valid block of a
+ * tap is ONE contiguous run of the input plane at a fixed offset; only the
+ * lo/hi boundary columns differ (they pick up a neighbouring row's edge
+ * instead of zero padding).  One memcpy per tap instead of one per row: the
+ * per-row version spent most of its time in call overhead on 28-wide rows. */
+static int contiguous_taps(const conv_geom *g) { return g->s == 1 && g->Wo == g->W; }
+
+/* Unfold one input plane xp[H][W] into its kh*kw rows of col, the row of
+ * tap (ki,kj) at dst + (ki*kw+kj)*ldc, Ho*Wo floats each. */
+static void unfold_plane(const conv_geom *g, const float *restrict xp, float *restrict dst,
+                         size_t ldc)
+{
+    const int Wo = g->Wo, Ho = g->Ho, s = g->s, p = g->p;
+    for (int ki = 0; ki < g->kh; ki++) {
+        int oh_lo, oh_hi;
+        valid_range(ki, s, p, g->H, Ho, &oh_lo, &oh_hi);
+        for (int kj = 0; kj < g->kw; kj++) {
+            float *restrict d = dst + (size_t)(ki * g->kw + kj) * ldc;
+            int lo, hi;
+            valid_range(kj, s, p, g->W, Wo, &lo, &hi);
+            if (oh_lo > 0) memset(d, 0, (size_t)oh_lo * Wo * sizeof(float));
+            if (oh_hi < Ho) memset(d + (size_t)oh_hi * Wo, 0, (size_t)(Ho - oh_hi) * Wo * sizeof(float));
+            if (oh_hi <= oh_lo) continue;
+            if (contiguous_taps(g)) {
+                ptrdiff_t off = (ptrdiff_t)(ki - p) * g->W + (kj - p);
+                ptrdiff_t a = (ptrdiff_t)oh_lo * Wo, b = (ptrdiff_t)oh_hi * Wo;
+                /* Clamp to the plane; what is cut off is boundary columns,
+                 * zeroed below. */
+                if (a + off < 0) a = -off;
+                if (b + off > (ptrdiff_t)g->plane) b = (ptrdiff_t)g->plane - off;
+                if (b > a) memcpy(d + a, xp + a + off, (size_t)(b - a) * sizeof(float));
+                if (lo > 0 || hi < Wo)
+                    for (int oh = oh_lo; oh < oh_hi; oh++) {
+                        float *r = d + (size_t)oh * Wo;
+                        for (int ow = 0; ow < lo; ow++) r[ow] = 0.0f;
+                        for (int ow = hi; ow < Wo; ow++) r[ow] = 0.0f;
+                    }
+                continue;
+            }
+            for (int oh = oh_lo; oh < oh_hi; oh++) {
+                float *restrict r = d + (size_t)oh * Wo;
+                const float *restrict srow = xp + (size_t)(oh * s - p + ki) * g->W - p + kj;
+                for (int ow = 0; ow < lo; ow++) r[ow] = 0.0f;
+                if (s == 1) {
+                    for (int ow = lo; ow < hi; ow++) r[ow] = srow[ow];
+                } else {
+                    for (int ow = lo; ow < hi; ow++) r[ow] = srow[(size_t)ow * s];
+                }
+                for (int ow = hi; ow < Wo; ow++) r[ow] = 0.0f;
+            }
+        }
+    }
+}
+
+/* xp[H][W] += fold of its kh*kw rows of dcol: the adjoint of unfold_plane.
+ * dcol is scratch, so in the contiguous case its boundary columns are zeroed
+ * first and each tap then becomes one branch-free run of adds. */
+static void fold_plane(const conv_geom *g, float *restrict src, size_t ldc, float *restrict xp)
+{
+    const int Wo = g->Wo, Ho = g->Ho, s = g->s, p = g->p;
+    for (int ki = 0; ki < g->kh; ki++) {
+        int oh_lo, oh_hi;
+        valid_range(ki, s, p, g->H, Ho, &oh_lo, &oh_hi);
+        if (oh_hi <= oh_lo) continue;
+        for (int kj = 0; kj < g->kw; kj++) {
+            float *restrict d = src + (size_t)(ki * g->kw + kj) * ldc;
+            int lo, hi;
+            valid_range(kj, s, p, g->W, Wo, &lo, &hi);
+            if (contiguous_taps(g)) {
+                if (lo > 0 || hi < Wo)
+                    for (int oh = oh_lo; oh < oh_hi; oh++) {
+                        float *r = d + (size_t)oh * Wo;
+                        for (int ow = 0; ow < lo; ow++) r[ow] = 0.0f;
+                        for (int ow = hi; ow < Wo; ow++) r[ow] = 0.0f;
+                    }
+                ptrdiff_t off = (ptrdiff_t)(ki - p) * g->W + (kj - p);
+                ptrdiff_t a = (ptrdiff_t)oh_lo * Wo, b = (ptrdiff_t)oh_hi * Wo;
+                if (a + off < 0) a = -off;
+                if (b + off > (ptrdiff_t)g->plane) b = (ptrdiff_t)g->plane - off;
+                float *restrict xo = xp + off;
+                for (ptrdiff_t j = a; j < b; j++) xo[j] += d[j];
+                continue;
+            }
+            for (int oh = oh_lo; oh < oh_hi; oh++) {
+                const float *restrict sv = d + (size_t)oh * Wo;
+                float *restrict drow = xp + (size_t)(oh * s - p + ki) * g->W - p + kj;
+                if (s == 1) {
+                    for (int ow = lo; ow < hi; ow++) drow[ow] += sv[ow];
+                } else {
+                    for (int ow = lo; ow < hi; ow++) drow[(size_t)ow * s] += sv[ow];
+                }
+            }
+        }
+    }
 }
 
 /* col[r][i*HW + j] for samples n0..n0+nb-1 of x; ldc = nb*HW. */
 static void im2col(const conv_geom *g, const float *x, int n0, int nb, float *col)
 {
     const size_t ldc = (size_t)nb * g->HW;
-    const int C = g->C;
+    const int C = g->C, KK = g->kh * g->kw;
 #pragma omp parallel for collapse(2) schedule(static) if (ldc * g->CKK >= CONV_PAR_MIN)
     for (int i = 0; i < nb; i++)
-        for (int c = 0; c < C; c++) {
-            const float *xp = x + ((size_t)(n0 + i) * C + c) * g->plane;
-            for (int ki = 0; ki < g->kh; ki++)
-                for (int kj = 0; kj < g->kw; kj++) {
-                    size_t r = ((size_t)c * g->kh + ki) * g->kw + kj;
-                    float *dst = col + r * ldc + (size_t)i * g->HW;
-                    int lo, hi;
-                    valid_range(g, kj, &lo, &hi);
-                    for (int oh = 0; oh < g->Ho; oh++) {
-                        float *d = dst + (size_t)oh * g->Wo;
-                        int ih = oh * g->s - g->p + ki;
-                        if (ih < 0 || ih >= g->H) {
-                            memset(d, 0, (size_t)g->Wo * sizeof(float));
-                            continue;
-                        }
-                        const float *srow = xp + (size_t)ih * g->W - g->p + kj;
-                        for (int ow = 0; ow < lo; ow++) d[ow] = 0.0f;
-                        if (g->s == 1) {
-                            if (hi > lo) memcpy(d + lo, srow + lo, (size_t)(hi - lo) * sizeof(float));
-                        } else {
-                            for (int ow = lo; ow < hi; ow++) d[ow] = srow[(size_t)ow * g->s];
-                        }
-                        for (int ow = hi; ow < g->Wo; ow++) d[ow] = 0.0f;
-                    }
-                }
-        }
+        for (int c = 0; c < C; c++)
+            unfold_plane(g, x + ((size_t)(n0 + i) * C + c) * g->plane,
+                         col + (size_t)c * KK * ldc + (size_t)i * g->HW, ldc);
 }
 
-/* dx[n0+i] += fold(dcol): the adjoint of im2col.  Each (sample, channel)
- * plane is owned by one thread, so the += needs no atomics. */
-static void col2im(const conv_geom *g, const float *dcol, int n0, int nb, float *dx)
+/* dx[n0+i] += fold(dcol).  Each (sample, channel) plane is owned by one
+ * thread, so the += needs no atomics.  dcol is clobbered. */
+static void col2im(const conv_geom *g, float *dcol, int n0, int nb, float *dx)
 {
     const size_t ldc = (size_t)nb * g->HW;
-    const int C = g->C;
+    const int C = g->C, KK = g->kh * g->kw;
 #pragma omp parallel for collapse(2) schedule(static) if (ldc * g->CKK >= CONV_PAR_MIN)
     for (int i = 0; i < nb; i++)
-        for (int c = 0; c < C; c++) {
-            float *xp = dx + ((size_t)(n0 + i) * C + c) * g->plane;
-            for (int ki = 0; ki < g->kh; ki++)
-                for (int kj = 0; kj < g->kw; kj++) {
-                    size_t r = ((size_t)c * g->kh + ki) * g->kw + kj;
-                    const float *src = dcol + r * ldc + (size_t)i * g->HW;
-                    int lo, hi;
-                    valid_range(g, kj, &lo, &hi);
-                    for (int oh = 0; oh < g->Ho; oh++) {
-                        int ih = oh * g->s - g->p + ki;
-                        if (ih < 0 || ih >= g->H) continue;
-                        const float *sv = src + (size_t)oh * g->Wo;
-                        float *drow = xp + (size_t)ih * g->W - g->p + kj;
-                        if (g->s == 1) {
-                            for (int ow = lo; ow < hi; ow++) drow[ow] += sv[ow];
-                        } else {
-                            for (int ow = lo; ow < hi; ow++) drow[(size_t)ow * g->s] += sv[ow];
-                        }
-                    }
-                }
-        }
+        for (int c = 0; c < C; c++)
+            fold_plane(g, dcol + (size_t)c * KK * ldc + (size_t)i * g->HW, ldc,
+                       dx + ((size_t)(n0 + i) * C + c) * g->plane);
 }
 
 /* y[n0+i][k][:] = yc[k][i*HW ..] + b[k] (b may be NULL). */
