@@ -190,6 +190,11 @@ static void test_conv_forward_small(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         check_conv_case(&cases[i], 1, 0);
         check_conv_case(&cases[i], 0, 0);
+        /* The same geometry with enough channels for the channels-last
+         * unfolding (17: not a multiple of the transpose tile). */
+        cshape wide = cases[i];
+        wide.C = 17;
+        check_conv_case(&wide, 1, 0);
     }
 }
 
@@ -205,7 +210,15 @@ static void test_conv_backward_small(void **state)
         {2, 2, 5, 6, 3, 1, 3, 1, 1},
         {2, 2, 5, 7, 3, 3, 2, 3, 2},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_conv_case(&cases[i], 1, 1);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        check_conv_case(&cases[i], 1, 1);
+        cshape wide = cases[i];
+        wide.C = 17; /* channels-last unfolding */
+        check_conv_case(&wide, 1, 1);
+        wide.C = 40;
+        wide.N = 1; /* fewer samples than threads: fold splits channels */
+        check_conv_case(&wide, 1, 1);
+    }
 }
 
 /* The chunk cap is 8 MiB of im2col + output columns: 64 channels at 28x28
@@ -263,6 +276,12 @@ static void test_conv_gradcheck(void **state)
     gradcheck_conv(x2, w2, 2, 1, 0, 0); /* no bias, weight not a parameter */
     const int x3[4] = {2, 3, 5, 5}, w3[4] = {4, 3, 1, 1};
     gradcheck_conv(x3, w3, 2, 0, 1, 1); /* 1x1 stride 2 */
+    /* The same with 16 channels: the channels-last unfolding. */
+    const int x4[4] = {2, 16, 5, 4}, w4[4] = {3, 16, 3, 3};
+    gradcheck_conv(x4, w4, 1, 1, 1, 1);
+    gradcheck_conv(x4, w4, 2, 1, 1, 0);
+    const int x5[4] = {2, 16, 5, 5}, w5[4] = {3, 16, 1, 1};
+    gradcheck_conv(x5, w5, 2, 0, 1, 1);
 }
 
 static actc_tensor *linear_fn(actc_ctx *ctx, actc_tensor **in, void *user)

@@ -1,48 +1,69 @@
 /* 2-D convolution as im2col + sgemm.
  *
- * Layout.  A chunk of nb samples is unfolded into one column matrix
- *   col[C*kh*kw][nb*Ho*Wo]     (row r = (c,ki,kj), column j = (sample, oh, ow))
- * so that one sgemm covers the whole chunk:
- *   forward   Yc[K][nb*HW]   = W[K][CKK] . col
- *   backward  dW[K][CKK]    += dYc . col^T
- *             dcol[CKK][nb*HW] = W^T . dYc          (written over col)
- * Putting several samples side by side matters for the deep layers of a
- * ResNet on small images (4x4 or 7x7 outputs): per-sample products there have
- * an inner or outer dimension of 16-49, where sgemm runs far below its peak.
- * The price is a scatter of Yc into NCHW (fused with the bias) and a gather of
- * dY, both O(K*HW*nb) against O(K*CKK*HW*nb) for the products.
+ * Chunks.  A chunk of nb samples is unfolded into one column matrix so that
+ * one sgemm covers the whole chunk.  Putting several samples side by side
+ * matters for the deep layers of a ResNet on small images (4x4 or 7x7
+ * outputs): per-sample products there have a dimension of 16-49, where sgemm
+ * runs far below its peak.  The price is a scatter of the product into NCHW
+ * (fused with the bias) and a gather of dY, O(K*HW*nb) against
+ * O(K*CKK*HW*nb) for the products.
  *
- * Workspace is bounded: nb is chosen so that col and the Yc/dYc buffer fit in
- * CONV_CHUNK_BYTES (at least one sample), allocated once per call as SCRATCH
- * and freed before returning; it never grows with the batch.
+ * Two unfoldings, same products (Yc[K][nb*HW] is the chunk's output, columns
+ * j = (sample, oh, ow), CKK = C*kh*kw):
+ *  - planar ("NCHW"): col[CKK][nb*HW], rows r = (c,ki,kj), built plane by
+ *    plane from the NCHW input.  Used when C is small (the stem: C = 1),
+ *    where rows of C floats would be too short to copy efficiently.
+ *      Yc = W . col;  dW += dYc . col^T;  dcol = W^T . dYc
+ *  - channels-last ("NHWC"): the chunk is first transposed to xt[nb][H][W][C]
+ *    and unfolded as colT[nb*HW][kh*kw*C]; each (position, ki) is then one
+ *    contiguous copy of kw*C floats, whatever the padding, stride or plane
+ *    size.  The planar unfolding of a 4x4 or 7x7 plane is a storm of tiny
+ *    copies and boundary tests: bench_conv measured im2col + col2im at 25% of
+ *    the 512@4x4 layer's time planar, ~5% channels-last.  The weight is
+ *    reordered once per call to wr[K][kh][kw][C] to match.
+ *      Yc = wr . colT^T;  dwr += dYc . colT;  dcolT = dYc^T . wr
  *
- * Threads: im2col, col2im, scatter and gather are OpenMP loops over
- * (sample, channel) planes, so no two threads write the same element; the
- * sgemms are called outside any parallel region so that OpenBLAS (OpenMP
- * build) threads them itself.  bench/bench_conv.c measures this against a
- * plain sgemm of the same size. */
+ * Workspace is bounded: nb is chosen so that the chunk's buffers fit in
+ * CONV_CHUNK_BYTES (at least one sample); they are SCRATCH, allocated once
+ * per call and freed before returning, never sized by the batch.  The
+ * channels-last path also holds wr (and dwr in backward): the size of the
+ * weight, not of the batch.
+ *
+ * Threads: unfold, fold, transposes, scatter and gather are OpenMP loops
+ * whose iterations write disjoint data (no atomics); the sgemms are called
+ * outside any parallel region so that OpenBLAS (OpenMP build) threads them
+ * itself.  bench/bench_conv.c measures this against plain sgemm. */
 #include "ops.h"
 #include <cblas.h>
 #include <limits.h>
 #include <stddef.h>
+#include <omp.h>
 #include <string.h>
 
-/* Bytes of col + Yc per chunk.  Measured with bench_conv on the ResNet-18
- * shapes: 8 MiB keeps the products large enough (the 4x4 layers get 28
- * samples per chunk) while staying well inside L3 with the products' own
- * packing buffers. */
+/* Bytes of the per-chunk buffers.  8 MiB keeps the products large (the 4x4
+ * layers get ~20 samples per chunk) while the buffers stay in L3. */
 #define CONV_CHUNK_BYTES ((size_t)8 << 20)
 
 /* Loops smaller than this many floats run on one thread: forking costs more
  * than it saves on the tiny shapes of the tests. */
 #define CONV_PAR_MIN ((size_t)1 << 15)
 
+/* Channels from which the channels-last unfolding is used (see top). */
+#define CONV_CL_MIN_C 16
+
+/* Tile of the NCHW <-> NHWC transposes: 16x16 floats = 1 KiB in and out. */
+#define CONV_TB 16
+
 typedef struct {
     int N, C, H, W, K, kh, kw, s, p, Ho, Wo;
     size_t HW, CKK, plane; /* Ho*Wo, C*kh*kw, H*W */
+    int cl;                /* channels-last unfolding */
 } conv_geom;
 
 enum { IA_STRIDE = 0, IA_PAD, IA_XSLOT, IA_WSLOT };
+
+static int imin(int a, int b) { return a < b ? a : b; }
+static int imax(int a, int b) { return a > b ? a : b; }
 
 /* Output positions o (0 <= o < n_out) whose input position o*s - p + k lies
  * in [0, n_in): [*lo, *hi).  Keeps the inner loops free of bounds tests. */
@@ -180,6 +201,142 @@ static void col2im(const conv_geom *g, float *dcol, int n0, int nb, float *dx)
                        dx + ((size_t)(n0 + i) * C + c) * g->plane);
 }
 
+
+/* ---- channels-last unfolding ------------------------------------------- */
+
+/* xt[i][q][c] = x[n0+i][c][q] for the chunk (q = h*W + w). */
+static void to_nhwc(const conv_geom *g, const float *x, int n0, int nb, float *xt)
+{
+    const int C = g->C, P = (int)g->plane, ncb = (C + CONV_TB - 1) / CONV_TB;
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)nb * g->plane * C >= CONV_PAR_MIN)
+    for (int i = 0; i < nb; i++)
+        for (int cb = 0; cb < ncb; cb++) {
+            const float *src = x + (size_t)(n0 + i) * C * g->plane;
+            float *dst = xt + (size_t)i * g->plane * C;
+            int c0 = cb * CONV_TB, c1 = imin(C, c0 + CONV_TB);
+            for (int q0 = 0; q0 < P; q0 += CONV_TB) {
+                int q1 = imin(P, q0 + CONV_TB);
+                for (int q = q0; q < q1; q++)
+                    for (int c = c0; c < c1; c++) dst[(size_t)q * C + c] = src[(size_t)c * P + q];
+            }
+        }
+}
+
+/* dx[n0+i][c][q] += xt[i][q][c]. */
+static void add_from_nhwc(const conv_geom *g, const float *xt, int n0, int nb, float *dx)
+{
+    const int C = g->C, P = (int)g->plane, ncb = (C + CONV_TB - 1) / CONV_TB;
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)nb * g->plane * C >= CONV_PAR_MIN)
+    for (int i = 0; i < nb; i++)
+        for (int cb = 0; cb < ncb; cb++) {
+            const float *src = xt + (size_t)i * g->plane * C;
+            float *dst = dx + (size_t)(n0 + i) * C * g->plane;
+            int c0 = cb * CONV_TB, c1 = imin(C, c0 + CONV_TB);
+            for (int q0 = 0; q0 < P; q0 += CONV_TB) {
+                int q1 = imin(P, q0 + CONV_TB);
+                for (int c = c0; c < c1; c++)
+                    for (int q = q0; q < q1; q++) dst[(size_t)c * P + q] += src[(size_t)q * C + c];
+            }
+        }
+}
+
+/* colT[i*HW + oh*Wo + ow][(ki*kw + kj)*C + c] = xt[i][ih][iw][c] or 0. */
+static void unfold_cl(const conv_geom *g, const float *xt, int nb, float *colT)
+{
+    const int C = g->C, kw = g->kw, Ho = g->Ho;
+    const size_t runmax = (size_t)kw * C;
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)nb * g->HW * g->CKK >= CONV_PAR_MIN)
+    for (int i = 0; i < nb; i++)
+        for (int oh = 0; oh < Ho; oh++) {
+            const int ih0 = oh * g->s - g->p;
+            for (int ow = 0; ow < g->Wo; ow++) {
+                float *row = colT + ((size_t)i * g->HW + (size_t)oh * g->Wo + ow) * g->CKK;
+                const int iw0 = ow * g->s - g->p;
+                const int kj_lo = imax(0, -iw0), kj_hi = imin(kw, g->W - iw0);
+                for (int ki = 0; ki < g->kh; ki++) {
+                    float *d = row + (size_t)ki * runmax;
+                    const int ih = ih0 + ki;
+                    if (ih < 0 || ih >= g->H || kj_lo >= kj_hi) {
+                        memset(d, 0, runmax * sizeof(float));
+                        continue;
+                    }
+                    if (kj_lo > 0) memset(d, 0, (size_t)kj_lo * C * sizeof(float));
+                    memcpy(d + (size_t)kj_lo * C,
+                           xt + (((size_t)i * g->H + ih) * g->W + iw0 + kj_lo) * C,
+                           (size_t)(kj_hi - kj_lo) * C * sizeof(float));
+                    if (kj_hi < kw)
+                        memset(d + (size_t)kj_hi * C, 0, (size_t)(kw - kj_hi) * C * sizeof(float));
+                }
+            }
+        }
+}
+
+/* xt[i][ih][iw][c] += colT[...]: the adjoint of unfold_cl.  Windows of
+ * neighbouring positions overlap, so threads split samples and, when there
+ * are fewer samples than threads, channel ranges; never positions. */
+static void fold_cl(const conv_geom *g, const float *colT, int nb, float *xt)
+{
+    const int C = g->C, kw = g->kw, Ho = g->Ho;
+    const int nth = omp_get_max_threads();
+    int parts = nb >= nth ? 1 : (nth + nb - 1) / nb;
+    if (parts > C / CONV_TB) parts = imax(1, C / CONV_TB);
+    const int cstep = (C + parts - 1) / parts;
+#pragma omp parallel for collapse(2) schedule(static) if ((size_t)nb * g->HW * g->CKK >= CONV_PAR_MIN)
+    for (int i = 0; i < nb; i++)
+        for (int part = 0; part < parts; part++) {
+            const int c0 = part * cstep, c1 = imin(C, c0 + cstep);
+            for (int oh = 0; oh < Ho; oh++) {
+                const int ih0 = oh * g->s - g->p;
+                for (int ow = 0; ow < g->Wo; ow++) {
+                    const float *row = colT + ((size_t)i * g->HW + (size_t)oh * g->Wo + ow) * g->CKK;
+                    const int iw0 = ow * g->s - g->p;
+                    const int kj_lo = imax(0, -iw0), kj_hi = imin(kw, g->W - iw0);
+                    if (kj_lo >= kj_hi) continue;
+                    for (int ki = 0; ki < g->kh; ki++) {
+                        const int ih = ih0 + ki;
+                        if (ih < 0 || ih >= g->H) continue;
+                        /* Taps kj_lo..kj_hi-1 of this row and input pixels
+                         * iw0+kj_lo.. are both runs of C floats per tap. */
+                        const float *restrict sv = row + ((size_t)ki * kw + kj_lo) * C;
+                        float *restrict dv = xt + (((size_t)i * g->H + ih) * g->W + iw0 + kj_lo) * C;
+                        if (parts == 1) {
+                            const size_t n = (size_t)(kj_hi - kj_lo) * C;
+                            for (size_t e = 0; e < n; e++) dv[e] += sv[e];
+                        } else {
+                            for (int kj = 0; kj < kj_hi - kj_lo; kj++)
+                                for (int c = c0; c < c1; c++)
+                                    dv[(size_t)kj * C + c] += sv[(size_t)kj * C + c];
+                        }
+                    }
+                }
+            }
+        }
+}
+
+/* wr[k][t][c] = w[k][c][t], t = ki*kw + kj. */
+static void reorder_w(const conv_geom *g, const float *w, float *wr)
+{
+    const int C = g->C, KK = g->kh * g->kw, K = g->K;
+#pragma omp parallel for schedule(static) if ((size_t)K * g->CKK >= CONV_PAR_MIN)
+    for (int k = 0; k < K; k++)
+        for (int c = 0; c < C; c++)
+            for (int t = 0; t < KK; t++)
+                wr[(size_t)k * g->CKK + (size_t)t * C + c] = w[(size_t)k * g->CKK + (size_t)c * KK + t];
+}
+
+/* dw[k][c][t] += dwr[k][t][c]. */
+static void add_unreorder_w(const conv_geom *g, const float *dwr, float *dw)
+{
+    const int C = g->C, KK = g->kh * g->kw, K = g->K;
+#pragma omp parallel for schedule(static) if ((size_t)K * g->CKK >= CONV_PAR_MIN)
+    for (int k = 0; k < K; k++)
+        for (int c = 0; c < C; c++)
+            for (int t = 0; t < KK; t++)
+                dw[(size_t)k * g->CKK + (size_t)c * KK + t] += dwr[(size_t)k * g->CKK + (size_t)t * C + c];
+}
+
+/* ---- shared by both unfoldings ------------------------------------------ */
+
 /* y[n0+i][k][:] = yc[k][i*HW ..] + b[k] (b may be NULL). */
 static void scatter_out(const conv_geom *g, const float *yc, const float *b, int n0, int nb,
                         float *y)
@@ -208,13 +365,14 @@ static void gather_dy(const conv_geom *g, const float *dy, int n0, int nb, float
                    HW * sizeof(float));
 }
 
-/* Samples per chunk: col (CKK rows) and Yc/dYc (K rows) within the cap. */
+/* Samples per chunk: the unfolded columns (CKK per output position), Yc/dYc
+ * (K per position) and, channels-last, the transposed input, within the cap. */
 static int chunk_samples(const conv_geom *g)
 {
-    size_t per = (g->CKK + (size_t)g->K) * g->HW * sizeof(float);
-    size_t nb = per ? CONV_CHUNK_BYTES / per : (size_t)g->N;
-    /* cblas takes int sizes: keep nb*HW and nb*HW*CKK indices sane. */
-    size_t max_cols = (size_t)INT_MAX / (g->HW ? g->HW : 1);
+    size_t per = ((g->CKK + (size_t)g->K) * g->HW + (g->cl ? g->C * g->plane : 0)) * sizeof(float);
+    size_t nb = CONV_CHUNK_BYTES / per;
+    /* cblas takes int sizes: keep nb*HW within int. */
+    size_t max_cols = (size_t)INT_MAX / g->HW;
     if (nb > max_cols) nb = max_cols;
     if (nb < 1) nb = 1;
     if (nb > (size_t)g->N) nb = (size_t)g->N;
@@ -237,6 +395,48 @@ static void geom_from(conv_geom *g, const actc_tensor *x, const actc_tensor *w, 
     g->HW = (size_t)g->Ho * g->Wo;
     g->CKK = (size_t)g->C * g->kh * g->kw;
     g->plane = (size_t)g->H * g->W;
+    g->cl = g->C >= CONV_CL_MIN_C;
+}
+
+/* Per-call scratch. */
+typedef struct {
+    float *col;  /* col or colT (and dcol/dcolT over it)          */
+    float *yc;   /* Yc/dYc when nb > 1                             */
+    float *xt;   /* channels-last input chunk (and its gradient)   */
+    float *wr;   /* channels-last weight                           */
+    float *dwr;  /* channels-last weight gradient                  */
+} conv_ws;
+
+static void ws_free(conv_ws *ws)
+{
+    actc_mem_free(ws->col);
+    actc_mem_free(ws->yc);
+    actc_mem_free(ws->xt);
+    actc_mem_free(ws->wr);
+    actc_mem_free(ws->dwr);
+    memset(ws, 0, sizeof *ws);
+}
+
+/* Allocate what a pass needs; need_wr/need_dwr only matter channels-last. */
+static actc_status ws_alloc(conv_ws *ws, const conv_geom *g, int nb, int need_col, int need_wr,
+                            int need_dwr)
+{
+    const size_t cols = (size_t)nb * g->HW, f = sizeof(float);
+    memset(ws, 0, sizeof *ws);
+    if (need_col && !(ws->col = actc_mem_alloc(ACTC_MEM_SCRATCH, g->CKK * cols * f))) goto oom;
+    if (nb > 1 && !(ws->yc = actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)g->K * cols * f))) goto oom;
+    if (g->cl) {
+        if (need_col && !(ws->xt = actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)nb * g->plane * g->C * f)))
+            goto oom;
+        if (need_wr && !(ws->wr = actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)g->K * g->CKK * f)))
+            goto oom;
+        if (need_dwr && !(ws->dwr = actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)g->K * g->CKK * f)))
+            goto oom;
+    }
+    return ACTC_OK;
+oom:
+    ws_free(ws);
+    return actc_last_status();
 }
 
 /* The gradient buffer of t, distinguishing "no gradient wanted" (*out NULL,
@@ -249,6 +449,66 @@ static actc_status grad_buf(actc_ctx *ctx, actc_tensor *t, float **out)
     return *out ? ACTC_OK : actc_last_status();
 }
 
+/* Forward of samples [n0, n0+m): y (NCHW) = conv(x) + b. */
+static void forward_chunk(const conv_geom *g, const conv_ws *ws, const float *x, const float *w,
+                          const float *bias, int n0, int m, float *y)
+{
+    const int cols = (int)((size_t)m * g->HW), CKK = (int)g->CKK;
+    /* A lone sample's product is already in NCHW order: write it in place. */
+    float *dst = m == 1 ? y + (size_t)n0 * g->K * g->HW : ws->yc;
+    if (g->cl) {
+        to_nhwc(g, x, n0, m, ws->xt);
+        unfold_cl(g, ws->xt, m, ws->col);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->K, cols, CKK, 1.0f, ws->wr, CKK,
+                    ws->col, CKK, 0.0f, dst, cols);
+    } else {
+        im2col(g, x, n0, m, ws->col);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->K, cols, CKK, 1.0f, w, CKK,
+                    ws->col, cols, 0.0f, dst, cols);
+    }
+    if (m > 1) {
+        scatter_out(g, ws->yc, bias, n0, m, y);
+    } else if (bias) {
+        for (int k = 0; k < g->K; k++)
+            for (size_t j = 0; j < g->HW; j++) dst[(size_t)k * g->HW + j] += bias[k];
+    }
+}
+
+/* Backward of samples [n0, n0+m) given their dY in dyc ([K][m*HW]). */
+static void backward_chunk(const conv_geom *g, const conv_ws *ws, const float *x, const float *w,
+                           const float *dyc, int n0, int m, int first, float *dx, float *dw)
+{
+    const int cols = (int)((size_t)m * g->HW), CKK = (int)g->CKK;
+    if (g->cl) {
+        if (dw) {
+            to_nhwc(g, x, n0, m, ws->xt);
+            unfold_cl(g, ws->xt, m, ws->col);
+            /* dwr starts from zero at the first chunk: no separate clear. */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->K, CKK, cols, 1.0f, dyc, cols,
+                        ws->col, CKK, first ? 0.0f : 1.0f, ws->dwr, CKK);
+        }
+        if (dx) {
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, CKK, g->K, 1.0f, dyc, cols,
+                        ws->wr, CKK, 0.0f, ws->col, CKK);
+            memset(ws->xt, 0, (size_t)m * g->plane * g->C * sizeof(float));
+            fold_cl(g, ws->col, m, ws->xt);
+            add_from_nhwc(g, ws->xt, n0, m, dx);
+        }
+    } else {
+        if (dw) {
+            im2col(g, x, n0, m, ws->col);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->K, CKK, cols, 1.0f, dyc, cols,
+                        ws->col, cols, 1.0f, dw, CKK);
+        }
+        if (dx) {
+            /* col is free again: reuse it for dcol. */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, CKK, cols, g->K, 1.0f, w, CKK, dyc,
+                        cols, 0.0f, ws->col, cols);
+            col2im(g, ws->col, n0, m, dx);
+        }
+    }
+}
+
 static actc_status conv2d_backward(actc_ctx *ctx, actc_node *node)
 {
     actc_tensor *xt = node->inputs[0], *wt = node->inputs[1];
@@ -257,8 +517,6 @@ static actc_status conv2d_backward(actc_ctx *ctx, actc_node *node)
     conv_geom g;
     geom_from(&g, xt, wt, node->iattr[IA_STRIDE], node->iattr[IA_PAD]);
 
-    actc_tensor *xs = NULL, *ws = NULL;
-    float *col = NULL, *dyc_buf = NULL;
     float *dx, *dw, *db;
     actc_status st;
     if ((st = grad_buf(ctx, xt, &dx)) != ACTC_OK) return st;
@@ -270,7 +528,7 @@ static actc_status conv2d_backward(actc_ctx *ctx, actc_node *node)
         const size_t HW = g.HW;
 #pragma omp parallel for schedule(static) if ((size_t)N * K * HW >= CONV_PAR_MIN)
         for (int k = 0; k < K; k++) {
-            double acc = 0; /* a batch of 128 x 784 terms: keep the sum exact-ish */
+            double acc = 0; /* N*HW terms: float partials per plane, double across */
             for (int n = 0; n < N; n++) {
                 const float *p = dy + ((size_t)n * K + k) * HW;
                 float part = 0.0f;
@@ -280,9 +538,11 @@ static actc_status conv2d_backward(actc_ctx *ctx, actc_node *node)
             db[k] += (float)acc;
         }
     }
-    if (!dx && !dw) return ACTC_OK;
+    if ((!dx && !dw) || g.N == 0) return ACTC_OK;
 
     /* The forward pass saved exactly what this backward needs (see actc_conv2d). */
+    actc_tensor *xs = NULL, *wsv = NULL;
+    conv_ws ws = {0};
     const float *x = NULL, *w = wt->data;
     if (dw) {
         if (node->iattr[IA_XSLOT] < 0)
@@ -292,9 +552,9 @@ static actc_status conv2d_backward(actc_ctx *ctx, actc_node *node)
         x = xs->data;
     }
     if (dx && node->iattr[IA_WSLOT] >= 0) {
-        ws = actc_load(ctx, node, node->iattr[IA_WSLOT]);
-        if (!ws) { st = actc_last_status(); goto done; }
-        w = ws->data;
+        wsv = actc_load(ctx, node, node->iattr[IA_WSLOT]);
+        if (!wsv) { st = actc_last_status(); goto done; }
+        w = wsv->data;
     }
     if (dx && !w) {
         st = actc_set_error(ACTC_ERR_STATE, "conv2d backward: the weight's data was freed");
@@ -302,40 +562,23 @@ static actc_status conv2d_backward(actc_ctx *ctx, actc_node *node)
     }
 
     const int nb = chunk_samples(&g);
-    col = actc_mem_alloc(ACTC_MEM_SCRATCH, g.CKK * (size_t)nb * g.HW * sizeof(float));
-    if (!col) { st = actc_last_status(); goto done; }
-    if (nb > 1) {
-        dyc_buf = actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)g.K * nb * g.HW * sizeof(float));
-        if (!dyc_buf) { st = actc_last_status(); goto done; }
-    }
+    if ((st = ws_alloc(&ws, &g, nb, 1, dx != NULL, dw != NULL)) != ACTC_OK) goto done;
+    if (g.cl && dx) reorder_w(&g, w, ws.wr);
     for (int n0 = 0; n0 < g.N; n0 += nb) {
-        int m = g.N - n0 < nb ? g.N - n0 : nb;
-        int cols = (int)((size_t)m * g.HW);
-        const float *dyc;
-        if (m == 1) {
-            dyc = dy + (size_t)n0 * g.K * g.HW; /* one sample is already [K][HW] */
-        } else {
-            gather_dy(&g, dy, n0, m, dyc_buf);
-            dyc = dyc_buf;
+        const int m = imin(nb, g.N - n0);
+        const float *dyc = dy + (size_t)n0 * g.K * g.HW; /* one sample is already [K][HW] */
+        if (m > 1) {
+            gather_dy(&g, dy, n0, m, ws.yc);
+            dyc = ws.yc;
         }
-        if (dw) {
-            im2col(&g, x, n0, m, col);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g.K, (int)g.CKK, cols, 1.0f, dyc,
-                        cols, col, cols, 1.0f, dw, (int)g.CKK);
-        }
-        if (dx) {
-            /* col is free again: reuse it for dcol. */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)g.CKK, cols, g.K, 1.0f, w,
-                        (int)g.CKK, dyc, cols, 0.0f, col, cols);
-            col2im(&g, col, n0, m, dx);
-        }
+        backward_chunk(&g, &ws, x, w, dyc, n0, m, n0 == 0, dx, dw);
     }
+    if (g.cl && dw) add_unreorder_w(&g, ws.dwr, dw);
     st = ACTC_OK;
 done:
-    actc_mem_free(col);
-    actc_mem_free(dyc_buf);
+    ws_free(&ws);
     actc_tensor_release(xs);
-    actc_tensor_release(ws);
+    actc_tensor_release(wsv);
     return st;
 }
 
@@ -375,34 +618,16 @@ actc_tensor *actc_conv2d(actc_ctx *ctx, actc_tensor *x, actc_tensor *w, actc_ten
 
     if (g.N > 0) {
         const int nb = chunk_samples(&g);
-        float *col = actc_mem_alloc(ACTC_MEM_SCRATCH, g.CKK * (size_t)nb * g.HW * sizeof(float));
-        float *yc = nb > 1 ? actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)g.K * nb * g.HW * sizeof(float))
-                           : NULL;
-        if (!col || (nb > 1 && !yc)) {
-            actc_mem_free(col);
-            actc_mem_free(yc);
+        conv_ws ws;
+        if (ws_alloc(&ws, &g, nb, 1, 1, 0) != ACTC_OK) {
             actc_tensor_release(y);
             return NULL;
         }
-        const float *bias = b ? b->data : NULL;
-        for (int n0 = 0; n0 < g.N; n0 += nb) {
-            int m = g.N - n0 < nb ? g.N - n0 : nb;
-            int cols = (int)((size_t)m * g.HW);
-            im2col(&g, x->data, n0, m, col);
-            /* A lone sample's product is already in NCHW order: write it in
-             * place and add the bias there. */
-            float *dst = m == 1 ? y->data + (size_t)n0 * g.K * g.HW : yc;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g.K, cols, (int)g.CKK, 1.0f,
-                        w->data, (int)g.CKK, col, cols, 0.0f, dst, cols);
-            if (m > 1) {
-                scatter_out(&g, yc, bias, n0, m, y->data);
-            } else if (bias) {
-                for (int k = 0; k < g.K; k++)
-                    for (size_t j = 0; j < g.HW; j++) dst[(size_t)k * g.HW + j] += bias[k];
-            }
-        }
-        actc_mem_free(col);
-        actc_mem_free(yc);
+        if (g.cl) reorder_w(&g, w->data, ws.wr);
+        for (int n0 = 0; n0 < g.N; n0 += nb)
+            forward_chunk(&g, &ws, x->data, w->data, b ? b->data : NULL, n0, imin(nb, g.N - n0),
+                          y->data);
+        ws_free(&ws);
     }
 
     actc_tensor *in[3] = {x, w, b};

@@ -1,0 +1,184 @@
+/* The engine end to end on real models: the memory table adds up, the
+ * context the store reports equals the fp32 sizes of what the operators saved
+ * (predicted here from the architecture), bf16 halves the ACT part, forward
+ * intermediates die early, and nothing leaks. */
+#include "testutil.h"
+#include <string.h>
+
+typedef struct {
+    actc_store_stats ss;
+    actc_mem_stats ms;
+    double loss;
+} step_out;
+
+/* One training step of `model` at batch b with `policy`; stats after it. */
+static void run_step(const char *model, int b, const char *policy, step_out *out)
+{
+    actc_mem_stats start;
+    actc_mem_get_stats(&start);
+    actc_model_opts mo = actc_model_default_opts();
+    mo.seed = 3;
+    actc_model *m;
+    assert_int_equal(actc_model_create(model, &mo, &m), ACTC_OK);
+    actc_ctx *ctx = actc_ctx_new();
+    assert_int_equal(actc_ctx_set_policy(ctx, policy), ACTC_OK);
+    actc_tensor **params;
+    int np = actc_model_params(m, &params);
+    actc_optim *opt = actc_sgd_new(params, np, 0.9f, 1, 5e-4f);
+    int shp[4] = {b, 1, 28, 28};
+    actc_tensor *x = tu_rand(4, shp, 11, -1, 1, 0);
+    int32_t labels[64];
+    for (int i = 0; i < b; i++) labels[i] = i % 10;
+    actc_mem_reset_peak();
+    actc_store_reset_peak(ctx);
+    actc_tensor *logits = actc_model_forward(m, ctx, x);
+    assert_non_null(logits);
+    actc_tensor *loss = actc_cross_entropy(ctx, logits, labels, -1, NULL);
+    actc_tensor_release(logits);
+    assert_non_null(loss);
+    out->loss = loss->data[0];
+    assert_int_equal(actc_backward(ctx, loss), ACTC_OK);
+    actc_tensor_release(loss);
+    assert_int_equal(actc_optim_step(opt, 0.1f), ACTC_OK);
+    actc_store_get_stats(ctx, &out->ss);
+    actc_mem_get_stats(&out->ms);
+    /* After backward the store and tape are empty. */
+    assert_int_equal(out->ss.stored_bytes, 0);
+    assert_int_equal(actc_tape_size(ctx), 0);
+    actc_tensor_release(x);
+    actc_model_zero_grad(m);
+    actc_optim_free(opt);
+    actc_ctx_free(ctx);
+    actc_model_free(m);
+    actc_mem_stats end;
+    actc_mem_get_stats(&end);
+    assert_int_equal(end.current_total, start.current_total); /* no leak */
+}
+
+/* Elements per sample of every distinct tensor ResNet-20 (28x28) saves:
+ * the input, each convolution's output (batch-norm input), each ReLU output,
+ * the pooled features and the logits. */
+static size_t resnet20_saved_per_sample(void)
+{
+    size_t n = 784;                       /* image, saved by the stem conv     */
+    n += 2 * 16 * 784;                    /* stem conv out, stem relu out      */
+    const int ch[3] = {16, 32, 64}, hw[3] = {784, 196, 49};
+    for (int s = 0; s < 3; s++)
+        for (int j = 0; j < 3; j++) {
+            size_t map = (size_t)ch[s] * (size_t)hw[s];
+            n += 4 * map;                 /* conv1 out, relu1 out, conv2 out, block relu out */
+            if (s > 0 && j == 0) n += map; /* shortcut conv out */
+        }
+    return n + 64 + 10;                   /* pooled features, logits */
+}
+
+static void test_resnet20_context_matches_architecture(void **state)
+{
+    (void)state;
+    const int b = 8;
+    step_out none, bf;
+    run_step("resnet20", b, "none", &none);
+    /* EXACT: mean and rstd per channel of each of the 22 batch norms. */
+    size_t bn_channels = 16 + 6 * 16 + 7 * 32 + 7 * 64;
+    size_t expect = (size_t)b * resnet20_saved_per_sample() * 4 + 2 * bn_channels * 4;
+    print_message("resnet20 batch %d: fp32 context %zu, predicted %zu, stored %zu\n", b, none.ss.fp32_peak, expect,
+                  none.ss.stored_peak);
+    assert_int_equal(none.ss.fp32_peak, expect);
+    /* none stores ACT and EXACT as fp32: equal to the reference. */
+    assert_int_equal(none.ss.stored_by_kind[ACTC_SAVE_ACT], none.ss.fp32_by_kind[ACTC_SAVE_ACT]);
+    assert_int_equal(none.ss.stored_by_kind[ACTC_SAVE_EXACT], 2 * bn_channels * 4);
+    /* 19 ReLU masks at 1 bit per element. */
+    size_t relu_elems = (size_t)b * (16 * 784 + 6 * 16 * 784 + 6 * 32 * 196 + 6 * 64 * 49);
+    assert_int_equal(none.ss.stored_by_kind[ACTC_SAVE_MASK], relu_elems / 8);
+    /* The shortcut conv saves the block input that conv1 already saved. */
+    assert_true(none.ss.n_dedup >= 2);
+
+    run_step("resnet20", b, "bf16", &bf);
+    assert_int_equal(bf.ss.fp32_peak, none.ss.fp32_peak);
+    assert_int_equal(2 * bf.ss.stored_by_kind[ACTC_SAVE_ACT], none.ss.stored_by_kind[ACTC_SAVE_ACT]);
+    assert_int_equal(bf.ss.stored_by_kind[ACTC_SAVE_MASK], none.ss.stored_by_kind[ACTC_SAVE_MASK]);
+    assert_int_equal(bf.ss.stored_by_kind[ACTC_SAVE_EXACT], none.ss.stored_by_kind[ACTC_SAVE_EXACT]);
+    assert_true(bf.ms.peak[ACTC_MEM_CONTEXT] < none.ms.peak[ACTC_MEM_CONTEXT]);
+}
+
+static void test_memory_table_adds_up(void **state)
+{
+    (void)state;
+    step_out o;
+    run_step("resnet20", 16, "none", &o);
+    size_t sum = 0, mx = 0;
+    for (int c = 0; c < ACTC_MEM_NCAT; c++) {
+        sum += o.ms.peak[c];
+        if (o.ms.peak[c] > mx) mx = o.ms.peak[c];
+    }
+    assert_true(o.ms.peak_total <= sum);
+    assert_true(o.ms.peak_total >= mx);
+    /* The CONTEXT category holds exactly the store's payloads. */
+    assert_int_equal(o.ms.peak[ACTC_MEM_CONTEXT], o.ss.stored_peak);
+    /* Forward intermediates are freed as soon as consumed: live activations
+     * stay far below what is saved for backward. */
+    print_message("peaks: ACT %zu CONTEXT %zu SCRATCH %zu total %zu\n", o.ms.peak[ACTC_MEM_ACT],
+                  o.ms.peak[ACTC_MEM_CONTEXT], o.ms.peak[ACTC_MEM_SCRATCH], o.ms.peak_total);
+    assert_true(o.ms.peak[ACTC_MEM_ACT] * 4 < o.ms.peak[ACTC_MEM_CONTEXT]);
+}
+
+static void test_models_build_and_step(void **state)
+{
+    (void)state;
+    const char *models[] = {"mlp", "resnet32", "resnet18"};
+    const size_t nparams[] = {0, 0, 0};
+    (void)nparams;
+    for (int i = 0; i < 3; i++) {
+        step_out o;
+        run_step(models[i], 4, "none", &o);
+        assert_true(o.loss > 1.0 && o.loss < 5.0); /* ~ln(10) at initialisation */
+    }
+    actc_model *m;
+    actc_model_opts mo = actc_model_default_opts();
+    assert_int_equal(actc_model_create("resnet20", &mo, &m), ACTC_OK);
+    assert_int_equal(actc_model_num_params(m), 272186); /* 0.27M, as He et al. (with 1x1 projections) */
+    actc_model_free(m);
+    assert_int_equal(actc_model_create("resnet18", &mo, &m), ACTC_OK);
+    assert_true(actc_model_num_params(m) > 11000000 && actc_model_num_params(m) < 11300000);
+    actc_model_free(m);
+    assert_int_equal(actc_model_create("vgg", &mo, &m), ACTC_ERR_INVALID);
+    assert_non_null(strstr(actc_last_error(), "vgg"));
+}
+
+static void test_eval_mode_records_nothing(void **state)
+{
+    (void)state;
+    actc_model_opts mo = actc_model_default_opts();
+    actc_model *m;
+    assert_int_equal(actc_model_create("resnet20", &mo, &m), ACTC_OK);
+    actc_ctx *ctx = actc_ctx_new();
+    actc_ctx_set_training(ctx, 0);
+    int shp[4] = {4, 1, 28, 28};
+    actc_tensor *x = tu_rand(4, shp, 1, -1, 1, 0);
+    actc_tensor *y = actc_model_forward(m, ctx, x);
+    assert_non_null(y);
+    assert_int_equal(actc_tape_size(ctx), 0);
+    actc_store_stats ss;
+    actc_store_get_stats(ctx, &ss);
+    assert_int_equal(ss.n_saves, 0);
+    int bad[4] = {4, 3, 28, 28};
+    actc_tensor *xb = tu_rand(4, bad, 1, -1, 1, 0);
+    assert_null(actc_model_forward(m, ctx, xb));
+    assert_int_equal(actc_last_status(), ACTC_ERR_INVALID);
+    actc_tensor_release(xb);
+    actc_tensor_release(y);
+    actc_tensor_release(x);
+    actc_ctx_free(ctx);
+    actc_model_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_resnet20_context_matches_architecture),
+        cmocka_unit_test(test_memory_table_adds_up),
+        cmocka_unit_test(test_models_build_and_step),
+        cmocka_unit_test(test_eval_mode_records_nothing),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
