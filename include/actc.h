@@ -14,6 +14,10 @@
  *    Image tensors are NCHW.
  *  - Ownership: a function returning a new actc_tensor* gives the caller one
  *    reference; drop it with actc_tensor_release().
+ *  - Performance: a training step frees and re-allocates the same large
+ *    tensors; applications should raise glibc's M_MMAP_THRESHOLD and
+ *    M_TRIM_THRESHOLD (mallopt) so freed memory is reused rather than
+ *    page-faulted in again every step (the actc command does; ~30% faster).
  *  - The allocator and the error message are process-wide (the message is per
  *    thread).  One actc_ctx is used from one thread at a time; kernels use OpenMP
  *    internally.
