@@ -126,7 +126,7 @@ int main(int argc, char **argv)
            "ceil f+b", "ceil fwd", "ratio");
     printf("%-22s %8s %8s %8s | %8s %8s | %6s\n", "", "GFLOP/s", "GFLOP/s", "GFLOP/s", "GFLOP/s",
            "GFLOP/s", "");
-    double tot_flop = 0, tot_t = 0, tot_ceil_t = 0;
+    double tot_flop = 0, tot_t = 0, tot_ceil_t = 0, fresh_bytes = 0;
     actc_ctx *ctx = actc_ctx_new();
     for (size_t li = 0; li < sizeof layers / sizeof layers[0]; li++) {
         const layer *L = &layers[li];
@@ -183,6 +183,10 @@ int main(int argc, char **argv)
                fb / tb * 1e-9, (f1 + fb) / (tf + tb) * 1e-9, (f1 + fb) / (cf + cb) * 1e-9,
                f1 / cf * 1e-9, 100.0 * (cf + cb) / (tf + tb));
         fflush(stdout);
+        /* Fresh memory per call: y, the store's copy of x, the decoded x,
+         * dx, and the chunk scratch (bounded by 8 MiB + the weight twice). */
+        fresh_bytes += L->count * (4.0 * (double)dy->numel + 4.0 * (double)x->numel * (L->need_dx ? 3 : 2) +
+                                   2 * (8.0 * 1048576 + 8.0 * (double)w->numel));
         tot_flop += L->count * (f1 + fb);
         tot_t += L->count * (tf + tb);
         tot_ceil_t += L->count * (cf + cb);
@@ -191,6 +195,32 @@ int main(int argc, char **argv)
         actc_tensor_release(dy);
     }
     actc_ctx_free(ctx);
+
+    /* What fresh memory costs: every conv call gets its output, the store's
+     * copy of x, the decoded x, dx and its scratch from the allocator; in
+     * this VM the first touch of a fresh page is a page fault. */
+    {
+        const size_t bytes = (size_t)64 << 20;
+        double t_fresh = 1e30, t_warm = 1e30;
+        for (int r = 0; r < 3; r++) {
+            char *p = actc_mem_alloc(ACTC_MEM_SCRATCH, bytes);
+            if (!p) break;
+            double t0 = now();
+            memset(p, 1, bytes);
+            double t1 = now();
+            memset(p, 2, bytes);
+            double t2 = now();
+            actc_mem_free(p);
+            if (t1 - t0 < t_fresh) t_fresh = t1 - t0;
+            if (t2 - t1 < t_warm) t_warm = t2 - t1;
+        }
+        double per_byte = (t_fresh - t_warm) / (double)bytes;
+        printf("\nallocator: writing a fresh 64 MiB block %.1f GB/s, the same block again %.1f GB/s\n",
+               bytes / t_fresh * 1e-9, bytes / t_warm * 1e-9);
+        printf("the convs of one step allocate ~%.0f MiB of fresh tensors and scratch: ~%.3f s of "
+               "first-touch page faults in the times above\n",
+               fresh_bytes / 1048576.0, fresh_bytes * per_byte);
+    }
     printf("\nResNet-18 convs, one training step of %d images: %.1f GFLOP in %.3f s = %.1f GFLOP/s "
            "(sgemm ceiling %.1f GFLOP/s, %.0f%%)\n",
            batch, tot_flop * 1e-9, tot_t, tot_flop / tot_t * 1e-9, tot_flop / tot_ceil_t * 1e-9,

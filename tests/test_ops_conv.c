@@ -221,18 +221,24 @@ static void test_conv_backward_small(void **state)
     }
 }
 
-/* The chunk cap is 8 MiB of im2col + output columns: 64 channels at 28x28
- * take 1.9 MB per sample (4 samples per chunk, so 6 samples run as 4 + 2),
- * 128 channels at 48x48 take 10.7 MB per sample (one sample per chunk). */
+/* The chunk cap is 8 MiB of unfolded columns + output columns (+ the
+ * transposed input on the channels-last path), at least one sample:
+ *  - 64 ch 3x3 at 28x28: 2.1 MB per sample, chunks of 4: 6 samples = 4 + 2;
+ *  - 128 ch 3x3 at 48x48: 11.8 MB per sample, one sample per chunk;
+ *  - 96 ch 3x3 stride 2 at 30x30: 1.13 MB per sample, 10 samples = 7 + 3;
+ *  - planar unfolding: 8 ch 3x3 at 96x96, 2.9 MB per sample, 3 = 2 + 1, and
+ *    64 ch 1x1 stride 2 at 56x56, 0.3 MB per sample, 30 = 27 + 3. */
 static void test_conv_chunked(void **state)
 {
     (void)state;
-    const cshape multi = {6, 64, 28, 28, 16, 3, 3, 1, 1};
-    const cshape single = {2, 128, 48, 48, 4, 3, 3, 1, 1};
-    const cshape strided = {7, 96, 30, 30, 8, 3, 3, 2, 1};
-    check_conv_case(&multi, 1, 1);
-    check_conv_case(&single, 1, 1);
-    check_conv_case(&strided, 0, 1);
+    const cshape cases[] = {
+        {6, 64, 28, 28, 16, 3, 3, 1, 1},
+        {2, 128, 48, 48, 4, 3, 3, 1, 1},
+        {10, 96, 30, 30, 8, 3, 3, 2, 1},
+        {3, 8, 96, 96, 8, 3, 3, 1, 1},
+        {30, 64, 56, 56, 32, 1, 1, 2, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_conv_case(&cases[i], i % 2 == 0, 1);
 }
 
 /* ---- finite-difference gradient checks ----------------------------------- */

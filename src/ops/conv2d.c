@@ -12,14 +12,16 @@
  * j = (sample, oh, ow), CKK = C*kh*kw):
  *  - planar ("NCHW"): col[CKK][nb*HW], rows r = (c,ki,kj), built plane by
  *    plane from the NCHW input.  Used when C is small (the stem: C = 1),
- *    where rows of C floats would be too short to copy efficiently.
+ *    where runs of C floats would be too short to copy efficiently, and for
+ *    1x1 kernels (see geom_from).
  *      Yc = W . col;  dW += dYc . col^T;  dcol = W^T . dYc
  *  - channels-last ("NHWC"): the chunk is first transposed to xt[nb][H][W][C]
  *    and unfolded as colT[nb*HW][kh*kw*C]; each (position, ki) is then one
  *    contiguous copy of kw*C floats, whatever the padding, stride or plane
  *    size.  The planar unfolding of a 4x4 or 7x7 plane is a storm of tiny
- *    copies and boundary tests: bench_conv measured im2col + col2im at 25% of
- *    the 512@4x4 layer's time planar, ~5% channels-last.  The weight is
+ *    copies and boundary tests: timing each phase of the 512@4x4 layer of
+ *    ResNet-18 at batch 128, unfolding and folding took 23% of its time
+ *    planar, under 6% channels-last (transposes included).  The weight is
  *    reordered once per call to wr[K][kh][kw][C] to match.
  *      Yc = wr . colT^T;  dwr += dYc . colT;  dcolT = dYc^T . wr
  *
@@ -32,7 +34,12 @@
  * Threads: unfold, fold, transposes, scatter and gather are OpenMP loops
  * whose iterations write disjoint data (no atomics); the sgemms are called
  * outside any parallel region so that OpenBLAS (OpenMP build) threads them
- * itself.  bench/bench_conv.c measures this against plain sgemm. */
+ * itself.  The alternative, samples split over threads with per-thread
+ * buffers and single-threaded sgemms, was measured on the ResNet-18 shapes
+ * at batch 128: within 2% overall (+4% on the 64-channel layers, +10% on the
+ * small 1x1 ones, even on the rest) for per-thread dW buffers and
+ * reductions, so it was not kept.  bench/bench_conv.c measures the whole
+ * operator against plain sgemm. */
 #include "ops.h"
 #include <cblas.h>
 #include <limits.h>
@@ -40,8 +47,11 @@
 #include <omp.h>
 #include <string.h>
 
-/* Bytes of the per-chunk buffers.  8 MiB keeps the products large (the 4x4
- * layers get ~20 samples per chunk) while the buffers stay in L3. */
+/* Bytes of the per-chunk buffers.  Measured on the ResNet-18 shapes
+ * (bench_conv and per-shape sweeps of the chunk size): 8 MiB keeps the
+ * products large (the 4x4 layers get 23 samples per chunk, 368 columns) and
+ * the buffers in L3; 4 MiB cost the 512@4x4 layer ~8%, 16 MiB the 64@28x28
+ * layer ~10%. */
 #define CONV_CHUNK_BYTES ((size_t)8 << 20)
 
 /* Loops smaller than this many floats run on one thread: forking costs more
@@ -395,7 +405,10 @@ static void geom_from(conv_geom *g, const actc_tensor *x, const actc_tensor *w, 
     g->HW = (size_t)g->Ho * g->Wo;
     g->CKK = (size_t)g->C * g->kh * g->kw;
     g->plane = (size_t)g->H * g->W;
-    g->cl = g->C >= CONV_CL_MIN_C;
+    /* 1x1 kernels stay planar: their unfolding is a plain (strided) copy of
+     * the input already, and the transpose would read every pixel even when
+     * a stride of 2 uses a quarter of them (measured 1.3-1.6x slower). */
+    g->cl = g->C >= CONV_CL_MIN_C && g->kh * g->kw > 1;
 }
 
 /* Per-call scratch. */
@@ -511,17 +524,17 @@ static void backward_chunk(const conv_geom *g, const conv_ws *ws, const float *x
 
 static actc_status conv2d_backward(actc_ctx *ctx, actc_node *node)
 {
-    actc_tensor *xt = node->inputs[0], *wt = node->inputs[1];
-    actc_tensor *bt = node->n_inputs > 2 ? node->inputs[2] : NULL;
+    actc_tensor *xin = node->inputs[0], *win = node->inputs[1];
+    actc_tensor *bin = node->n_inputs > 2 ? node->inputs[2] : NULL;
     const float *dy = node->output->grad->data;
     conv_geom g;
-    geom_from(&g, xt, wt, node->iattr[IA_STRIDE], node->iattr[IA_PAD]);
+    geom_from(&g, xin, win, node->iattr[IA_STRIDE], node->iattr[IA_PAD]);
 
     float *dx, *dw, *db;
     actc_status st;
-    if ((st = grad_buf(ctx, xt, &dx)) != ACTC_OK) return st;
-    if ((st = grad_buf(ctx, wt, &dw)) != ACTC_OK) return st;
-    if ((st = grad_buf(ctx, bt, &db)) != ACTC_OK) return st;
+    if ((st = grad_buf(ctx, xin, &dx)) != ACTC_OK) return st;
+    if ((st = grad_buf(ctx, win, &dw)) != ACTC_OK) return st;
+    if ((st = grad_buf(ctx, bin, &db)) != ACTC_OK) return st;
 
     if (db) {
         const int K = g.K, N = g.N;
@@ -543,7 +556,7 @@ static actc_status conv2d_backward(actc_ctx *ctx, actc_node *node)
     /* The forward pass saved exactly what this backward needs (see actc_conv2d). */
     actc_tensor *xs = NULL, *wsv = NULL;
     conv_ws ws = {0};
-    const float *x = NULL, *w = wt->data;
+    const float *x = NULL, *w = win->data;
     if (dw) {
         if (node->iattr[IA_XSLOT] < 0)
             return actc_set_error(ACTC_ERR_STATE, "conv2d backward: input was not saved");
