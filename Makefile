@@ -27,7 +27,7 @@ build: deps
 	cmake --build $(BUILD) -j$(JOBS)
 
 demo: build
-	./$(BUILD)/actc train --model resnet20 --compress none --epochs 1 --batch 128
+	./$(BUILD)/actc train --model resnet20 --compress none --epochs 1 --batch 64
 
 # The release suite, then the unit tests again under AddressSanitizer and
 # UndefinedBehaviorSanitizer (the long CLI training runs are left to the first).
