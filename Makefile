@@ -4,7 +4,7 @@
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= 2
-DEPS = cmake gcc make pkg-config libopenblas-openmp-dev libcmocka-dev zlib1g-dev \
+DEPS = cmake gcc make pkg-config libopenblas-openmp-dev libcmocka-dev zlib1g-dev libdnnl-dev \
        dataset-fashion-mnist valgrind
 
 .PHONY: all deps build demo test test-asan clean

@@ -1,0 +1,50 @@
+/* Shared between conv2d.c (operator, im2col backend, backend choice) and
+ * conv2d_dnnl.c (oneDNN backend).  Internal: tests and benches may use it. */
+#ifndef ACTC_CONV2D_INTERNAL_H
+#define ACTC_CONV2D_INTERNAL_H
+#include "ops.h"
+
+typedef struct {
+    int N, C, H, W, K, kh, kw, s, p, Ho, Wo;
+    size_t HW, CKK, plane; /* Ho*Wo, C*kh*kw, H*W */
+    int cl;                /* im2col: channels-last unfolding */
+} conv_geom;
+
+/* Backends of conv2d. */
+typedef enum { ACTC_CONV_AUTO = -1, ACTC_CONV_IM2COL = 0, ACTC_CONV_DNNL = 1 } actc_conv_backend;
+
+/* Force a backend for every later conv2d call of the process (tests, benches);
+ * ACTC_CONV_AUTO returns to the default (the ACTC_CONV environment variable,
+ * else the per-call choice).  Forcing DNNL in a build without oneDNN makes
+ * conv2d fail with ACTC_ERR_STATE. */
+void actc__conv_force_backend(actc_conv_backend b);
+/* The backend a call with this geometry would use now. */
+actc_conv_backend actc__conv_backend_for(const conv_geom *g);
+
+/* 1 if this build has the oneDNN backend. */
+int actc__conv_dnnl_compiled(void);
+
+/* oneDNN backend.  All three work on plain NCHW / OIHW fp32 arrays, all N
+ * samples of g, and return ACTC_OK or an error with the message set.
+ * Forward overwrites y; the backward passes ADD into dx / dw (gradients
+ * accumulate).  If oneDNN has no implementation for the geometry (or cannot
+ * start), *unsupported is set to 1, nothing is written and ACTC_OK is
+ * returned, so the caller can run im2col instead. */
+actc_status actc__conv_dnnl_forward(const conv_geom *g, const float *x, const float *w,
+                                    const float *b, float *y, int *unsupported);
+actc_status actc__conv_dnnl_backward_data(const conv_geom *g, const float *w, const float *dy,
+                                          float *dx, int *unsupported);
+actc_status actc__conv_dnnl_backward_weights(const conv_geom *g, const float *x, const float *dy,
+                                             float *dw, int *unsupported);
+
+/* Let oneDNN pick blocked layouts (format_tag any, with reorders to and from
+ * the plain tensors; the default) or run it on the plain layouts directly.
+ * For benches; primitives of both kinds are cached separately. */
+void actc__conv_dnnl_set_blocked(int blocked);
+
+/* Destroy the cached primitives, the stream and the engine (also registered
+ * with atexit when the engine is created).  Not thread-safe against running
+ * convolutions. */
+void actc__conv_dnnl_cleanup(void);
+
+#endif
