@@ -2,7 +2,11 @@
  * 28x28 inputs (stem without maxpool, four stages 64@28, 128@14, 256@7,
  * 512@4), against plain sgemm in the same run.
  *
- *   bench_conv [batch=128] [reps=3]
+ *   bench_conv [batch=128] [reps=3] [backend=auto|im2col|dnnl|dnnl-plain|dnnl-blocked]
+ *
+ * backend forces conv2d's backend; dnnl-plain / dnnl-blocked also force
+ * oneDNN's layouts (plain NCHW/OIHW, or its blocked ones with reorders) where
+ * dnnl chooses per layer; auto is the library's own choice.
  *
  * For each shape it prints the best of `reps` timings of forward and of
  * backward (dW + dx; the stem has no dx, as for network input images) in
@@ -14,6 +18,7 @@
  * square sgemm is also timed as the machine's reference speed. */
 #include "actc.h"
 #include "autograd/autograd.h"
+#include "ops/conv2d_internal.h"
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,8 +103,20 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: bench_conv [batch>=1] [reps>=1]\n");
         return 2;
     }
-    printf("bench_conv: batch %d, best of %d, %d threads, %s\n", batch, reps, actc_get_threads(),
-           openblas_get_config());
+    const char *backend = argc > 3 ? argv[3] : "auto";
+    if (strcmp(backend, "im2col") == 0) {
+        actc__conv_force_backend(ACTC_CONV_IM2COL);
+    } else if (strcmp(backend, "dnnl") == 0) {
+        actc__conv_force_backend(ACTC_CONV_DNNL);
+    } else if (strcmp(backend, "dnnl-plain") == 0 || strcmp(backend, "dnnl-blocked") == 0) {
+        actc__conv_force_backend(ACTC_CONV_DNNL);
+        actc__conv_dnnl_set_blocked(strcmp(backend, "dnnl-blocked") == 0);
+    } else if (strcmp(backend, "auto") != 0) {
+        fprintf(stderr, "bench_conv: backend must be auto, im2col, dnnl, dnnl-plain or dnnl-blocked\n");
+        return 2;
+    }
+    printf("bench_conv: batch %d, best of %d, %d threads, conv backend %s, %s\n", batch, reps,
+           actc_get_threads(), backend, openblas_get_config());
 
     /* Machine reference: a big square sgemm. */
     {

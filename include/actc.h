@@ -492,7 +492,12 @@ typedef struct {
     uint64_t batch_in_epoch; /* batches of `epoch` already done             */
     uint64_t seed;
     int32_t batch;
-    float extra[8];        /* free for the caller (e.g. lr settings)        */
+    float extra[8];        /* free for the caller                           */
+    int32_t input[3];      /* input channels, height, width (0 = unknown)   */
+    int32_t num_classes;   /* model output classes (0 = unknown)            */
+    char settings[256];    /* free text for the caller: the actc command
+                              keeps the run's training flags here so that
+                              --resume continues with the same recipe       */
 } actc_ckpt_meta;
 
 /* Write model state (and optimizer state when o is not NULL) to path: written

@@ -283,10 +283,11 @@ static void test_damaged_files(void **state)
     spit(bad, img, n);
     expect_refused(bad, b, ob, ACTC_ERR_FORMAT, bad, "magic");
     img[0] = 'A';
+    const unsigned char version = img[8];
     img[8] = 9;
     spit(bad, img, n);
     expect_refused(bad, b, ob, ACTC_ERR_FORMAT, bad, "version 9");
-    img[8] = 1;
+    img[8] = version;
     unsigned char *longer = calloc(n + 3, 1);
     memcpy(longer, img, n);
     spit(bad, longer, n + 3);

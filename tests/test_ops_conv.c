@@ -1,7 +1,10 @@
 /* conv2d and linear: forward and backward against naive references written
  * here (including shapes whose im2col buffer exceeds the chunk cap, so the
  * chunked path runs), finite-difference gradient checks, what the store keeps,
- * leaks and bad shapes. */
+ * leaks and bad shapes.  Every conv2d case runs on each backend built in
+ * (im2col, and oneDNN when available), and oneDNN's results are also compared
+ * with im2col's. */
+#include "ops/conv2d_internal.h"
 #include "testutil.h"
 #include <math.h>
 #include <stdlib.h>
@@ -110,9 +113,39 @@ static actc_tensor *rsum(actc_ctx *ctx, actc_tensor *y)
     return l;
 }
 
+/* ---- backends --------------------------------------------------------------- */
+
+static const actc_conv_backend backends[] = {ACTC_CONV_IM2COL, ACTC_CONV_DNNL};
+static const char *const backend_names[] = {"im2col", "dnnl"};
+
+/* Backends to run: im2col always, oneDNN when built in. */
+static int n_backends(void) { return actc__conv_dnnl_compiled() ? 2 : 1; }
+
 /* ---- forward and backward against the references -------------------------- */
 
-static void check_conv_case(const cshape *c, int with_bias, int check_backward)
+/* Results of one backend, kept to compare the backends with each other. */
+typedef struct {
+    float *y, *dx, *dw, *db;
+} conv_result;
+
+static void result_free(conv_result *r)
+{
+    free(r->y);
+    free(r->dx);
+    free(r->dw);
+    free(r->db);
+    memset(r, 0, sizeof *r);
+}
+
+static float *dup_floats(const float *p, size_t n)
+{
+    float *q = malloc(n * sizeof *q);
+    assert_non_null(q);
+    memcpy(q, p, n * sizeof *q);
+    return q;
+}
+
+static void check_conv_case_on(const cshape *c, int with_bias, int check_backward, conv_result *res)
 {
     int xs[4] = {c->N, c->C, c->H, c->W}, ws[4] = {c->K, c->C, c->kh, c->kw};
     actc_tensor *x = tu_rand(4, xs, 11, -1.0f, 1.0f, 1);
@@ -136,6 +169,7 @@ static void check_conv_case(const cshape *c, int with_bias, int check_backward)
     print_message("  conv N%d C%d %dx%d K%d k%dx%d s%d p%d bias%d: fwd rel err %.2g\n", c->N, c->C,
                   c->H, c->W, c->K, c->kh, c->kw, c->s, c->p, with_bias, e);
     assert_true(e < 1e-5);
+    res->y = dup_floats(y->data, y->numel);
 
     if (check_backward) {
         float *R = malloc(y->numel * sizeof *R);
@@ -155,10 +189,13 @@ static void check_conv_case(const cshape *c, int with_bias, int check_backward)
         print_message("    bwd rel err dx %.2g dw %.2g", ex, ew);
         assert_true(ex < 1e-5);
         assert_true(ew < 1e-5);
+        res->dx = dup_floats(x->grad->data, x->numel);
+        res->dw = dup_floats(w->grad->data, w->numel);
         if (b) {
             double eb = rel_diff_d(b->grad->data, db, (size_t)c->K);
             print_message(" db %.2g", eb);
             assert_true(eb < 1e-5);
+            res->db = dup_floats(b->grad->data, (size_t)c->K);
         }
         print_message("\n");
         free(R);
@@ -172,6 +209,35 @@ static void check_conv_case(const cshape *c, int with_bias, int check_backward)
     actc_tensor_release(x);
     actc_tensor_release(w);
     actc_tensor_release(b);
+}
+
+/* The case on every backend: each against the naive reference, then oneDNN
+ * against im2col.  Both are fp32 with different summation orders (oneDNN
+ * blocks the reduction over channels and, in backward-weights, over
+ * samples), so they agree to the same relative 1e-5 as with the reference,
+ * not bit for bit. */
+static void check_conv_case(const cshape *c, int with_bias, int check_backward)
+{
+    conv_result r[2] = {{0}, {0}};
+    const int Ho = out_h(c), Wo = out_w(c);
+    const size_t ny = (size_t)c->N * c->K * Ho * Wo, nx = (size_t)c->N * c->C * c->H * c->W,
+                 nw = (size_t)c->K * c->C * c->kh * c->kw;
+    for (int i = 0; i < n_backends(); i++) {
+        actc__conv_force_backend(backends[i]);
+        print_message("  [%s]", backend_names[i]);
+        check_conv_case_on(c, with_bias, check_backward, &r[i]);
+    }
+    actc__conv_force_backend(ACTC_CONV_AUTO);
+    if (n_backends() == 2) {
+        double ey = rel_diff_f(r[1].y, r[0].y, ny);
+        double ex = check_backward ? rel_diff_f(r[1].dx, r[0].dx, nx) : 0;
+        double ew = check_backward ? rel_diff_f(r[1].dw, r[0].dw, nw) : 0;
+        double eb = r[0].db ? rel_diff_f(r[1].db, r[0].db, (size_t)c->K) : 0;
+        print_message("    dnnl vs im2col: y %.2g dx %.2g dw %.2g db %.2g\n", ey, ex, ew, eb);
+        assert_true(ey < 1e-5 && ex < 1e-5 && ew < 1e-5 && eb < 1e-5);
+    }
+    result_free(&r[0]);
+    result_free(&r[1]);
 }
 
 static void test_conv_forward_small(void **state)
@@ -232,6 +298,10 @@ static void test_conv_chunked(void **state)
 {
     (void)state;
     const cshape cases[] = {
+        /* oneDNN's chunks (16 MiB of blocked copies, channels rounded up to
+         * 16): 3.7 MB per sample, 5 = 3 + 2, two primitives and a weight
+         * reordered for each if they want different layouts. */
+        {5, 16, 170, 170, 8, 3, 3, 1, 1},
         {6, 64, 28, 28, 16, 3, 3, 1, 1},
         {2, 128, 48, 48, 4, 3, 3, 1, 1},
         {10, 96, 30, 30, 8, 3, 3, 2, 1},
@@ -267,8 +337,13 @@ static void gradcheck_conv(const int xs[4], const int ws[4], int stride, int pad
     in[2] = with_bias ? actc_param_new(1, &ws[0], "b") : NULL;
     if (in[2]) tu_fill_uniform(in[2], 23, -0.5f, 0.5f);
     conv_args a = {stride, pad};
-    double e = tu_gradcheck(conv_fn, in, with_bias ? 3 : 2, &a, 1e-2f);
-    assert_true(e < 1e-3);
+    for (int i = 0; i < n_backends(); i++) {
+        actc__conv_force_backend(backends[i]);
+        print_message("  [%s]\n", backend_names[i]);
+        double e = tu_gradcheck(conv_fn, in, with_bias ? 3 : 2, &a, 1e-2f);
+        assert_true(e < 1e-3);
+    }
+    actc__conv_force_backend(ACTC_CONV_AUTO);
     for (int i = 0; i < 3; i++) actc_tensor_release(in[i]);
 }
 
@@ -400,10 +475,15 @@ static void test_context_bytes(void **state)
     (void)state;
     /* Separate statements: n is set by the call. */
     size_t n = 0, bytes;
-    bytes = stored_after_conv("none", &n);
-    assert_int_equal(bytes, 4 * n);
-    bytes = stored_after_conv("bf16", &n);
-    assert_int_equal(bytes, 2 * n);
+    /* The store sees the plain input whichever backend runs. */
+    for (int i = 0; i < n_backends(); i++) {
+        actc__conv_force_backend(backends[i]);
+        bytes = stored_after_conv("none", &n);
+        assert_int_equal(bytes, 4 * n);
+        bytes = stored_after_conv("bf16", &n);
+        assert_int_equal(bytes, 2 * n);
+    }
+    actc__conv_force_backend(ACTC_CONV_AUTO);
     bytes = stored_after_linear("none", &n);
     assert_int_equal(bytes, 4 * n);
     bytes = stored_after_linear("bf16", &n);
@@ -429,7 +509,11 @@ static void test_frozen_weight_saves_nothing(void **state)
     actc_ctx_free(ctx);
     actc_tensor *in[3] = {x, w, NULL};
     conv_args a = {1, 1};
-    assert_true(tu_gradcheck(conv_fn, in, 2, &a, 1e-2f) < 1e-3);
+    for (int i = 0; i < n_backends(); i++) {
+        actc__conv_force_backend(backends[i]);
+        assert_true(tu_gradcheck(conv_fn, in, 2, &a, 1e-2f) < 1e-3);
+    }
+    actc__conv_force_backend(ACTC_CONV_AUTO);
     actc_tensor_release(x);
     actc_tensor_release(w);
 }
@@ -460,44 +544,88 @@ static void test_eval_mode_records_nothing(void **state)
 static void test_no_leaks(void **state)
 {
     (void)state;
-    actc_mem_stats before, after;
-    actc_mem_get_stats(&before);
-    {
-        const int xs[4] = {5, 16, 12, 12}, ws[4] = {8, 16, 3, 3}, ws2[4] = {8, 8, 1, 1};
-        actc_tensor *x = tu_rand(4, xs, 91, -1.0f, 1.0f, 1);
-        actc_tensor *w = actc_param_new(4, ws, "w");
-        actc_tensor *w2 = tu_rand(4, ws2, 92, -1.0f, 1.0f, 1); /* non-parameter weight */
-        actc_tensor *b = actc_param_new(1, &ws[0], "b");
-        const int lw[2] = {3, 6};
-        actc_tensor *wl = actc_param_new(2, lw, "wl");
-        tu_fill_uniform(w, 93, -0.5f, 0.5f);
-        tu_fill_uniform(wl, 94, -0.5f, 0.5f);
-        actc_ctx *ctx = actc_ctx_new();
-        actc_tensor *h = actc_conv2d(ctx, x, w, b, 1, 1);
-        actc_tensor *h2 = actc_conv2d(ctx, h, w2, NULL, 2, 0);
-        actc_tensor_release(h);
-        /* linear on a 4-D input: [5,8,6,6] x [3,6]^T -> [5,8,6,3] */
-        actc_tensor *l = actc_linear(ctx, h2, wl, NULL);
-        actc_tensor_release(h2);
-        assert_non_null(l);
-        actc_tensor *loss = rsum(ctx, l);
-        actc_tensor_release(l);
-        assert_int_equal(actc_backward(ctx, loss), ACTC_OK);
-        actc_tensor_release(loss);
-        /* a step abandoned after forward must not leak either */
-        actc_tensor *y = actc_conv2d(ctx, x, w, b, 1, 1);
-        actc_tensor_release(y);
-        actc_ctx_reset(ctx);
-        actc_ctx_free(ctx);
-        actc_tensor_release(x);
-        actc_tensor_release(w);
-        actc_tensor_release(w2);
-        actc_tensor_release(b);
-        actc_tensor_release(wl);
+    for (int i = 0; i < n_backends(); i++) {
+        actc__conv_force_backend(backends[i]);
+        actc_mem_stats before, after;
+        actc_mem_get_stats(&before);
+        {
+            const int xs[4] = {5, 16, 12, 12}, ws[4] = {8, 16, 3, 3}, ws2[4] = {8, 8, 1, 1};
+            actc_tensor *x = tu_rand(4, xs, 91, -1.0f, 1.0f, 1);
+            actc_tensor *w = actc_param_new(4, ws, "w");
+            actc_tensor *w2 = tu_rand(4, ws2, 92, -1.0f, 1.0f, 1); /* non-parameter weight */
+            actc_tensor *b = actc_param_new(1, &ws[0], "b");
+            const int lw[2] = {3, 6};
+            actc_tensor *wl = actc_param_new(2, lw, "wl");
+            tu_fill_uniform(w, 93, -0.5f, 0.5f);
+            tu_fill_uniform(wl, 94, -0.5f, 0.5f);
+            actc_ctx *ctx = actc_ctx_new();
+            actc_tensor *h = actc_conv2d(ctx, x, w, b, 1, 1);
+            actc_tensor *h2 = actc_conv2d(ctx, h, w2, NULL, 2, 0);
+            actc_tensor_release(h);
+            /* linear on a 4-D input: [5,8,6,6] x [3,6]^T -> [5,8,6,3] */
+            actc_tensor *l = actc_linear(ctx, h2, wl, NULL);
+            actc_tensor_release(h2);
+            assert_non_null(l);
+            actc_tensor *loss = rsum(ctx, l);
+            actc_tensor_release(l);
+            assert_int_equal(actc_backward(ctx, loss), ACTC_OK);
+            actc_tensor_release(loss);
+            /* a step abandoned after forward must not leak either */
+            actc_tensor *y = actc_conv2d(ctx, x, w, b, 1, 1);
+            actc_tensor_release(y);
+            actc_ctx_reset(ctx);
+            actc_ctx_free(ctx);
+            actc_tensor_release(x);
+            actc_tensor_release(w);
+            actc_tensor_release(w2);
+            actc_tensor_release(b);
+            actc_tensor_release(wl);
+        }
+        actc_mem_get_stats(&after);
+        assert_int_equal(after.current_total, before.current_total);
+        assert_int_equal(after.current[ACTC_MEM_SCRATCH], before.current[ACTC_MEM_SCRATCH]);
     }
+    actc__conv_force_backend(ACTC_CONV_AUTO);
+}
+
+/* oneDNN's scratch (blocked copies, scratchpad) is accounted: under a budget
+ * that leaves room for the output but not for it, conv2d fails with
+ * ACTC_ERR_OOM and leaves nothing behind; with room it works. */
+static void test_dnnl_scratch_budget(void **state)
+{
+    (void)state;
+    if (!actc__conv_dnnl_compiled()) skip();
+    actc__conv_force_backend(ACTC_CONV_DNNL);
+    const int xs[4] = {4, 32, 16, 16}, ws[4] = {32, 32, 3, 3};
+    actc_tensor *x = tu_rand(4, xs, 101, -1.0f, 1.0f, 0);
+    actc_tensor *w = actc_param_new(4, ws, "w");
+    tu_fill_uniform(w, 102, -0.5f, 0.5f);
+    actc_ctx *ctx = actc_ctx_new();
+    actc_ctx_set_training(ctx, 0);
+    actc_mem_stats before, peak, after;
+    /* How much the call needs beyond its output, measured. */
+    actc_mem_get_stats(&before);
+    actc_mem_reset_peak();
+    actc_tensor *y = actc_conv2d(ctx, x, w, NULL, 1, 1);
+    assert_non_null(y);
+    actc_mem_get_stats(&peak);
+    const size_t ybytes = y->numel * sizeof(float);
+    actc_tensor_release(y);
+    print_message("  oneDNN scratch peak %zu bytes (output %zu)\n",
+                  peak.peak[ACTC_MEM_SCRATCH] - before.current[ACTC_MEM_SCRATCH], ybytes);
+    assert_true(peak.peak[ACTC_MEM_SCRATCH] > before.current[ACTC_MEM_SCRATCH]); /* blocked copies */
+    actc_mem_set_budget(before.current_total + ybytes + 4096);
+    y = actc_conv2d(ctx, x, w, NULL, 1, 1);
+    actc_mem_set_budget(0);
+    assert_null(y);
+    assert_int_equal(actc_last_status(), ACTC_ERR_OOM);
+    actc_clear_error();
     actc_mem_get_stats(&after);
     assert_int_equal(after.current_total, before.current_total);
-    assert_int_equal(after.current[ACTC_MEM_SCRATCH], before.current[ACTC_MEM_SCRATCH]);
+    actc_ctx_free(ctx);
+    actc_tensor_release(x);
+    actc_tensor_release(w);
+    actc__conv_force_backend(ACTC_CONV_AUTO);
 }
 
 /* ---- bad input ------------------------------------------------------------- */
@@ -566,7 +694,12 @@ int main(void)
         cmocka_unit_test(test_frozen_weight_saves_nothing),
         cmocka_unit_test(test_eval_mode_records_nothing),
         cmocka_unit_test(test_no_leaks),
+        cmocka_unit_test(test_dnnl_scratch_budget),
         cmocka_unit_test(test_bad_shapes),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    /* oneDNN's cached primitives would be freed at exit anyway; freeing them
+     * here keeps leak checkers' reports about this test alone. */
+    actc__conv_dnnl_cleanup();
+    return failed;
 }

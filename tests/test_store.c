@@ -162,6 +162,20 @@ static void test_mask_and_act_counted_once(void **state)
     assert_int_equal(g_after[1].stored_bytes, 0);
     assert_int_equal(g_after[1].fp32_bytes, 0);
 
+    /* ACT first, then MASK: the ACT entry holds the share and is loaded
+     * first, so the share must move to the MASK entry still waiting. */
+    actc_save_kind kinds2[2] = {ACTC_SAVE_ACT, ACTC_SAVE_MASK};
+    g_nloads = 0;
+    y = t_saver(ctx, x, kinds2, 2);
+    st = store_stats(ctx);
+    assert_int_equal(st.fp32_by_kind[ACTC_SAVE_ACT], 4 * n);
+    assert_int_equal(st.fp32_by_kind[ACTC_SAVE_MASK], 0);
+    backward_sum(ctx, y);
+    assert_int_equal(g_nloads, 2);
+    assert_int_equal(g_after[0].stored_bytes, n / 8);
+    assert_int_equal(g_after[0].fp32_bytes, 4 * n); /* handed over, not lost */
+    assert_int_equal(g_after[1].fp32_bytes, 0);
+
     actc_ctx_free(ctx);
     actc_tensor_drop_grad(g);
     actc_tensor_drop_grad(b);

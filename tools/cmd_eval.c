@@ -1,5 +1,6 @@
 /* actc eval: test accuracy of a checkpoint. */
 #include "cli.h"
+#include <stdlib.h>
 #include <string.h>
 
 int cmd_eval(int argc, char **argv)
@@ -48,7 +49,24 @@ int cmd_eval(int argc, char **argv)
     mo.in_h = test.h;
     mo.in_w = test.w;
     if (test.num_classes > mo.num_classes) mo.num_classes = test.num_classes;
-    if (meta.extra[0] > 0) mo.width = (int)meta.extra[0];
+    if (meta.num_classes > 0) mo.num_classes = meta.num_classes;
+    {
+        /* The model's width is part of the recipe the checkpoint keeps. */
+        const char *w = strstr(meta.settings, "--width=");
+        if (w) mo.width = atoi(w + 8);
+    }
+    if (meta.input[0] > 0 && (meta.input[0] != test.c || meta.input[1] != test.h || meta.input[2] != test.w)) {
+        fprintf(stderr, "error: %s was trained on %dx%dx%d images; the test images are %dx%dx%d\n", ckpt,
+                meta.input[0], meta.input[1], meta.input[2], test.c, test.h, test.w);
+        actc_image_dataset_free(&test);
+        return 1;
+    }
+    if (test.num_classes > mo.num_classes) {
+        fprintf(stderr, "error: the test labels go up to %d but %s has %d classes\n", test.num_classes - 1, ckpt,
+                mo.num_classes);
+        actc_image_dataset_free(&test);
+        return 1;
+    }
     double acc, loss;
     if (actc_model_create(meta.model, &mo, &m) != ACTC_OK || !(ctx = actc_ctx_new()) ||
         actc_checkpoint_load(ckpt, m, NULL, &meta) != ACTC_OK ||

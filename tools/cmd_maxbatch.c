@@ -13,7 +13,8 @@ typedef struct {
     uint64_t seed;
 } mb_opts;
 
-/* 1 if one step at batch b fits; *peak receives the allocator peak. */
+/* 1 if one step at batch b fits, 0 if it runs out of the budget, -1 on any
+ * other error (message in why); *peak receives the allocator peak. */
 static int try_batch(const mb_opts *o, int b, size_t *peak, char *why, size_t why_cap)
 {
     actc_model_opts mo = actc_model_default_opts();
@@ -57,7 +58,10 @@ static int try_batch(const mb_opts *o, int b, size_t *peak, char *why, size_t wh
     }
     ok = 1;
 out:
-    if (!ok) snprintf(why, why_cap, "%s", actc_last_error());
+    if (!ok) {
+        snprintf(why, why_cap, "%s", actc_last_error());
+        if (actc_last_status() != ACTC_ERR_OOM) ok = -1;
+    }
     actc_mem_set_budget(0);
     actc_mem_stats st;
     actc_mem_get_stats(&st);
@@ -69,6 +73,12 @@ out:
     actc_model_free(m);
     free(labels);
     return ok;
+}
+
+static int step_failed(int b, const char *why)
+{
+    fprintf(stderr, "error: the training step at batch %d failed for a reason other than memory: %s\n", b, why);
+    return 1;
 }
 
 int cmd_maxbatch(int argc, char **argv)
@@ -131,6 +141,7 @@ int cmd_maxbatch(int argc, char **argv)
     size_t good_peak = 0;
     for (int b = o.start;;) {
         int ok = try_batch(&o, b, &peak, why, sizeof why);
+        if (ok < 0) return step_failed(b, why);
         printf("  batch %6d: %s (peak %s)\n", b, ok ? "fits" : "over budget", actc_format_bytes(peak, pk, sizeof pk));
         fflush(stdout);
         if (!ok) { bad = b; break; }
@@ -146,6 +157,7 @@ int cmd_maxbatch(int argc, char **argv)
     while (bad && bad - good > 1) {
         int mid = good + (bad - good) / 2;
         int ok = try_batch(&o, mid, &peak, why, sizeof why);
+        if (ok < 0) return step_failed(mid, why);
         printf("  batch %6d: %s (peak %s)\n", mid, ok ? "fits" : "over budget", actc_format_bytes(peak, pk, sizeof pk));
         fflush(stdout);
         if (ok) { good = mid; good_peak = peak; }

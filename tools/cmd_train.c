@@ -122,7 +122,18 @@ static int save_ckpt(const train_opts *o, run_state *r, uint64_t epoch, uint64_t
     meta.step = step;
     meta.seed = o->seed;
     meta.batch = o->batch;
-    meta.extra[0] = (float)o->width;
+    meta.input[0] = r->train.c;
+    meta.input[1] = r->train.h;
+    meta.input[2] = r->train.w;
+    meta.num_classes = actc_model_get_opts(r->model)->num_classes;
+    /* The recipe, as flags: --resume parses them before the command line. */
+    snprintf(meta.settings, sizeof meta.settings,
+             "--epochs=%d --batch=%d --optim=%s --lr=%.9g --momentum=%.9g --nesterov=%d --wd=%.9g "
+             "--schedule=%s --warmup=%llu --min-lr=%.9g --augment=%d --width=%d --dropout=%.9g --seed=%llu "
+             "--limit-train=%d",
+             o->epochs, o->batch, o->optim, o->lr, o->momentum, o->nesterov, o->wd, o->schedule,
+             (unsigned long long)o->warmup, o->min_lr, o->augment, o->width, o->dropout,
+             (unsigned long long)o->seed, o->data.limit_train);
     if (actc_checkpoint_save(o->save_path, r->model, r->opt, &meta) != ACTC_OK) return fail("saving checkpoint");
     return 0;
 }
@@ -138,32 +149,15 @@ int cmd_train(int argc, char **argv)
     if (help) {
         flags_help(stdout, USAGE, ABOUT, flags);
         printf("\ncompression policies (--compress):\n%s", actc_policy_list());
+        printf("\n--resume takes the recipe (epochs, batch, optimizer and its settings, schedule,\n"
+               "seed, model, policy) from the checkpoint; flags given with it override them.\n");
         return 0;
     }
     if (rc) return 2;
-    int is_adamw = !strcmp(o.optim, "adamw");
-    if (!is_adamw && strcmp(o.optim, "sgd")) {
-        fprintf(stderr, "error: unknown --optim '%s' (sgd or adamw)\n", o.optim);
-        return 2;
-    }
-    if (!flag_was_set(flags, "--lr")) o.lr = is_adamw ? 1e-3f : 0.1f;
-    if (!flag_was_set(flags, "--wd")) o.wd = is_adamw ? 0.01f : 5e-4f;
-    if (o.epochs < 1 || o.batch < 1 || o.eval_batch < 1 || o.log_every < 1) {
-        fprintf(stderr, "error: --epochs, --batch, --eval-batch and --log-every must be at least 1\n");
-        return 2;
-    }
-    if (!(o.lr > 0) || !isfinite(o.lr)) {
-        fprintf(stderr, "error: --lr must be a positive number\n");
-        return 2;
-    }
-    actc_lr_schedule sched;
-    if (actc_lr_parse(o.schedule, &sched) != ACTC_OK) {
-        fprintf(stderr, "error: --schedule: %s\n", actc_last_error());
-        return 2;
-    }
 
     actc_ckpt_meta meta;
     memset(&meta, 0, sizeof meta);
+    char settings_buf[sizeof meta.settings];
     if (o.resume_path) {
         if (actc_checkpoint_peek(o.resume_path, &meta) != ACTC_OK) return fail("--resume");
         if (flag_was_set(flags, "--model") && strcmp(o.model, meta.model)) {
@@ -171,13 +165,78 @@ int cmd_train(int argc, char **argv)
                     meta.model, o.model);
             return 2;
         }
+        /* Defaults, then the checkpoint's recipe, then the command line. */
+        defaults(&o);
+        flag_def saved[MAX_FLAGS];
+        build_flags(saved, &o);
+        char *tok[64];
+        int nt = 2;
+        /* String options (--optim, --schedule) point into settings_buf: it
+         * lives as long as the run. */
+        snprintf(settings_buf, sizeof settings_buf, "%s", meta.settings);
+        tok[0] = tok[1] = "";
+        for (char *t = strtok(settings_buf, " "); t && nt < 64; t = strtok(NULL, " ")) tok[nt++] = t;
+        if (flags_parse(saved, nt, tok, 2, &help)) {
+            fprintf(stderr, "error: --resume %s: unreadable run settings '%s'\n", o.resume_path, meta.settings);
+            return 1;
+        }
         o.model = meta.model;
-        if (!flag_was_set(flags, "--compress")) o.compress = meta.policy;
-        if (!flag_was_set(flags, "--optim")) o.optim = meta.optim;
-        if (!flag_was_set(flags, "--seed")) o.seed = meta.seed;
-        if (!flag_was_set(flags, "--batch")) o.batch = meta.batch;
-        if (!flag_was_set(flags, "--width") && meta.extra[0] > 0) o.width = (int)meta.extra[0];
-        is_adamw = !strcmp(o.optim, "adamw");
+        o.compress = meta.policy;
+        build_flags(flags, &o);
+        flags_parse(flags, argc, argv, 2, &help); /* the command line wins; it parsed once already */
+        if (meta.epoch >= (uint64_t)o.epochs) {
+            fprintf(stderr, "error: the run in %s already completed %llu of its %d epoch(s); pass --epochs N "
+                            "with N > %llu to train further\n",
+                    o.resume_path, (unsigned long long)meta.epoch, o.epochs, (unsigned long long)meta.epoch);
+            return 2;
+        }
+    }
+    int is_adamw = !strcmp(o.optim, "adamw");
+    if (!is_adamw && strcmp(o.optim, "sgd")) {
+        fprintf(stderr, "error: unknown --optim '%s' (sgd or adamw)\n", o.optim);
+        return 2;
+    }
+    if (!o.resume_path || !strstr(meta.settings, "--lr=")) {
+        if (!flag_was_set(flags, "--lr")) o.lr = is_adamw ? 1e-3f : 0.1f;
+        if (!flag_was_set(flags, "--wd")) o.wd = is_adamw ? 0.01f : 5e-4f;
+    }
+    /* Nesterov needs momentum: with --momentum 0 it is off unless asked for. */
+    if (o.momentum == 0.0f && !flag_was_set(flags, "--nesterov")) o.nesterov = 0;
+    if (o.epochs < 1 || o.batch < 1 || o.eval_batch < 1 || o.log_every < 1) {
+        fprintf(stderr, "error: --epochs, --batch, --eval-batch and --log-every must be at least 1\n");
+        return 2;
+    }
+    if (o.threads < 0 || o.data.limit_train < 0 || o.data.limit_test < 0) {
+        fprintf(stderr, "error: --threads, --limit-train and --limit-test must not be negative\n");
+        return 2;
+    }
+    if (!(o.lr > 0) || !isfinite(o.lr) || !(o.min_lr >= 0) || !isfinite(o.min_lr) || !(o.wd >= 0) ||
+        !(o.momentum >= 0 && o.momentum < 1) || !(o.dropout >= 0 && o.dropout < 1)) {
+        fprintf(stderr, "error: need --lr > 0, --min-lr >= 0, --wd >= 0, 0 <= --momentum < 1, 0 <= --dropout < 1\n");
+        return 2;
+    }
+    if (flag_was_set(flags, "--mem-budget") && o.budget == 0) {
+        fprintf(stderr, "error: --mem-budget must be positive (leave it out for no limit)\n");
+        return 2;
+    }
+    if (strcmp(o.progress, "auto") && strcmp(o.progress, "on") && strcmp(o.progress, "off")) {
+        fprintf(stderr, "error: --progress must be auto, on or off, not '%s'\n", o.progress);
+        return 2;
+    }
+    actc_lr_schedule sched;
+    if (actc_lr_parse(o.schedule, &sched) != ACTC_OK) {
+        fprintf(stderr, "error: --schedule: %s\n", actc_last_error());
+        return 2;
+    }
+    {
+        /* Check the policy spec before spending time on the data. */
+        actc_ctx *probe = actc_ctx_new();
+        actc_status ps = probe ? actc_ctx_set_policy(probe, o.compress) : actc_last_status();
+        actc_ctx_free(probe);
+        if (ps != ACTC_OK) {
+            fail("--compress");
+            return 2;
+        }
     }
 
     actc_set_threads(o.threads);
@@ -191,6 +250,11 @@ int cmd_train(int argc, char **argv)
     }
     r.have_train = r.have_test = 1;
     rc = 1;
+    if (r.test.c != r.train.c || r.test.h != r.train.h || r.test.w != r.train.w) {
+        fprintf(stderr, "error: test images are %dx%dx%d but training images %dx%dx%d\n", r.test.c, r.test.h,
+                r.test.w, r.train.c, r.train.h, r.train.w);
+        goto out;
+    }
     actc_model_opts mo = actc_model_default_opts();
     mo.in_channels = r.train.c;
     mo.in_h = r.train.h;

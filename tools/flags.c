@@ -3,12 +3,24 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static flag_def *find(flag_def *flags, const char *name, size_t len)
 {
     for (flag_def *f = flags; f->name; f++)
         if (strlen(f->name) == len && !strncmp(f->name, name, len)) return f;
     return NULL;
+}
+
+/* 1, 0, or -1 for a word that is not a boolean. */
+static int parse_bool(const char *v)
+{
+    static const char *const yes[] = {"1", "true", "yes", "on"}, *const no[] = {"0", "false", "no", "off"};
+    for (int i = 0; i < 4; i++) {
+        if (!strcasecmp(v, yes[i])) return 1;
+        if (!strcasecmp(v, no[i])) return 0;
+    }
+    return -1;
 }
 
 int flags_parse(flag_def *flags, int argc, char **argv, int first, int *want_help)
@@ -33,10 +45,17 @@ int flags_parse(flag_def *flags, int argc, char **argv, int first, int *want_hel
         }
         f->set = 1;
         if (f->type == F_BOOL) {
-            *(int *)f->ptr = eq ? atoi(eq + 1) != 0 : 1;
+            int b = parse_bool(eq ? eq + 1 : "1");
+            if (b < 0) {
+                fprintf(stderr, "error: bad value '%s' for %s (expected 1/0, true/false, yes/no, on/off)\n",
+                        eq + 1, f->name);
+                return 2;
+            }
+            *(int *)f->ptr = b;
             continue;
         }
-        const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        /* "--log --epochs 1" must not log to a file named --epochs. */
+        const char *v = eq ? eq + 1 : (i + 1 < argc && strncmp(argv[i + 1], "--", 2) ? argv[++i] : NULL);
         if (!v) {
             fprintf(stderr, "error: flag %s needs a value (%s)\n", f->name, f->meta);
             return 2;

@@ -4,7 +4,7 @@
 #define ACTC_AUTOGRAD_H
 #include "actc.h"
 #include "../codec/codec.h"
-#include "../policy/policy.h"
+#include "policy_iface.h"
 
 typedef struct {
     uint64_t tensor_id;

@@ -11,11 +11,7 @@ actc_ctx *actc_ctx_new(void)
         actc_set_error(ACTC_ERR_OOM, "out of memory for an engine context");
         return NULL;
     }
-    ctx->training = 1;
-    if (actc__policy_create("none", &ctx->policy) != ACTC_OK) {
-        free(ctx);
-        return NULL;
-    }
+    ctx->training = 1; /* no policy installed: the store keeps fp32 ("none") */
     return ctx;
 }
 
@@ -30,19 +26,23 @@ void actc_ctx_free(actc_ctx *ctx)
     free(ctx);
 }
 
-actc_status actc_ctx_set_policy(actc_ctx *ctx, const char *spec)
+actc_status actc__ctx_install_policy(actc_ctx *ctx, actc_policy *p)
 {
-    if (ctx->n_nodes)
+    if (ctx->n_nodes) {
+        actc__policy_free(p);
         return actc_set_error(ACTC_ERR_STATE, "cannot change the compression policy while a tape is recorded");
-    actc_policy *p;
-    actc_status s = actc__policy_create(spec, &p);
-    if (s != ACTC_OK) return s;
+    }
     actc__policy_free(ctx->policy);
     ctx->policy = p;
     return ACTC_OK;
 }
 
-const char *actc_ctx_policy(const actc_ctx *ctx) { return ctx->policy->spec; }
+void actc__policy_free(actc_policy *p)
+{
+    if (p && p->destroy) p->destroy(p);
+}
+
+const char *actc_ctx_policy(const actc_ctx *ctx) { return ctx->policy ? ctx->policy->spec : "none"; }
 void actc_ctx_set_training(actc_ctx *ctx, int training) { ctx->training = training != 0; }
 int actc_ctx_training(const actc_ctx *ctx) { return ctx->training; }
 void actc_ctx_set_seed(actc_ctx *ctx, uint64_t seed) { ctx->seed = seed; }

@@ -93,7 +93,7 @@ static actc_status check_index(const actc_tensor *t, const actc_node *node)
 {
     for (size_t i = 0; i < t->numel; i++) {
         float v = t->data[i];
-        if (!(v >= 0.0f) || v != floorf(v) || v > 4294967295.0f)
+        if (!(v >= 0.0f) || v != floorf(v) || v >= 4294967296.0f)
             return actc_set_error(ACTC_ERR_INVALID,
                                   "operator %s saved an INDEX tensor with value %g at %zu "
                                   "(INDEX holds non-negative integers)",
@@ -142,10 +142,13 @@ actc_status actc_save(actc_ctx *ctx, actc_node *node, const actc_tensor *t, actc
     case ACTC_SAVE_MASK: codec = &actc_codec_mask1; break;
     case ACTC_SAVE_INDEX: codec = &actc_codec_index; break;
     case ACTC_SAVE_EXACT: codec = &actc_codec_fp32; break;
-    default: {
-        actc_status s = ctx->policy->choose(ctx->policy, &d, &codec, &args);
-        if (s != ACTC_OK) return s;
-    }
+    default:
+        if (!ctx->policy) {
+            codec = &actc_codec_fp32;
+        } else {
+            actc_status s = ctx->policy->choose(ctx->policy, &d, &codec, &args);
+            if (s != ACTC_OK) return s;
+        }
     }
 
     if (ctx->n_entries == ctx->cap_entries) {
@@ -160,9 +163,10 @@ actc_status actc_save(actc_ctx *ctx, actc_node *node, const actc_tensor *t, actc
     e->bytes = codec->plan(&args, t->data, t->numel);
     e->blob = actc_mem_alloc(ACTC_MEM_CONTEXT, e->bytes);
     if (!e->blob) {
-        char shp[64];
-        return actc_set_error(ACTC_ERR_OOM, "%s (saving %s %s for backward)", actc_last_error(),
-                              node->op, actc_shape_str(t, shp, sizeof shp));
+        char shp[64], why[512];
+        snprintf(why, sizeof why, "%s", actc_last_error()); /* not the buffer being written */
+        return actc_set_error(ACTC_ERR_OOM, "%s (saving %s %s for backward)", why, node->op,
+                              actc_shape_str(t, shp, sizeof shp));
     }
     codec->encode(&args, t->data, t->numel, e->blob);
     e->tensor_id = t->id;

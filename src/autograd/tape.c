@@ -123,7 +123,7 @@ actc_status actc_backward(actc_ctx *ctx, actc_tensor *loss)
         actc__store_release_node(ctx, node);
         if (!out->is_param) actc_tensor_drop_grad(out);
     }
-    if (ctx->policy->after_backward) ctx->policy->after_backward(ctx->policy, ctx);
+    if (ctx->policy && ctx->policy->after_backward) ctx->policy->after_backward(ctx->policy, ctx);
 done:
     actc_ctx_reset(ctx);
     if (s == ACTC_OK) actc_ctx_set_step(ctx, ctx->step + 1);

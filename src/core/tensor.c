@@ -6,6 +6,7 @@
 #include "core.h"
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,22 @@ size_t actc__numel(int ndim, const int *shape)
 {
     size_t n = 1;
     for (int i = 0; i < ndim; i++) n *= (size_t)shape[i];
+    return n;
+}
+
+/* Element count of a shape, or 0 with *overflow set when the byte size of
+ * a float tensor of that shape does not fit in size_t. */
+static size_t checked_numel(int ndim, const int *shape, int *overflow)
+{
+    size_t n = 1, limit = SIZE_MAX / sizeof(float);
+    *overflow = 0;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] && n > limit / (size_t)shape[i]) {
+            *overflow = 1;
+            return 0;
+        }
+        n *= (size_t)shape[i];
+    }
     return n;
 }
 
@@ -29,6 +46,12 @@ actc_tensor *actc_tensor_new(actc_mem_cat cat, int ndim, const int *shape)
             actc_set_error(ACTC_ERR_INVALID, "tensor with negative dimension %d", shape[i]);
             return NULL;
         }
+    int overflow;
+    size_t numel = checked_numel(ndim, shape, &overflow);
+    if (overflow) {
+        actc_set_error(ACTC_ERR_INVALID, "tensor shape too large: its byte size overflows");
+        return NULL;
+    }
     actc_tensor *t = calloc(1, sizeof *t);
     if (!t) {
         actc_set_error(ACTC_ERR_OOM, "out of system memory for a tensor header");
@@ -36,7 +59,7 @@ actc_tensor *actc_tensor_new(actc_mem_cat cat, int ndim, const int *shape)
     }
     t->ndim = ndim;
     if (ndim) memcpy(t->shape, shape, (size_t)ndim * sizeof(int));
-    t->numel = actc__numel(ndim, shape);
+    t->numel = numel;
     t->cat = cat;
     t->id = atomic_fetch_add(&g_next_id, 1);
     t->refs_ = 1;

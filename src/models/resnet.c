@@ -107,7 +107,9 @@ static actc_tensor *block_fwd(actc_ctx *ctx, const block *b, actc_tensor *x)
 static actc_tensor *resnet_forward(actc_model *m, actc_ctx *ctx, actc_tensor *x)
 {
     resnet_impl *r = m->impl;
-    actc_scope_push(ctx, "stem");
+    /* Scopes name the saved tensors; a failed push (nesting too deep) is an
+     * error, never a silent pop of the caller's scope. */
+    if (actc_scope_push(ctx, "stem") != ACTC_OK) return NULL;
     actc_tensor *h = conv_bn_relu(ctx, &r->stem, x);
     actc_scope_pop(ctx);
     int stage = 0;
@@ -115,9 +117,11 @@ static actc_tensor *resnet_forward(actc_model *m, actc_ctx *ctx, actc_tensor *x)
         while (stage < 4 && i >= r->stage_start[stage + 1]) stage++;
         char scope[32];
         snprintf(scope, sizeof scope, "layer%d.%d", stage + 1, i - r->stage_start[stage]);
-        actc_scope_push(ctx, scope);
-        actc_tensor *y = block_fwd(ctx, &r->blocks[i], h);
-        actc_scope_pop(ctx);
+        actc_tensor *y = NULL;
+        if (actc_scope_push(ctx, scope) == ACTC_OK) {
+            y = block_fwd(ctx, &r->blocks[i], h);
+            actc_scope_pop(ctx);
+        }
         actc_tensor_release(h);
         h = y;
     }
@@ -125,9 +129,11 @@ static actc_tensor *resnet_forward(actc_model *m, actc_ctx *ctx, actc_tensor *x)
     actc_tensor *p = actc_global_avgpool(ctx, h);
     actc_tensor_release(h);
     if (!p) return NULL;
-    actc_scope_push(ctx, "fc");
-    actc_tensor *logits = actc_linear(ctx, p, r->fc_w, r->fc_b);
-    actc_scope_pop(ctx);
+    actc_tensor *logits = NULL;
+    if (actc_scope_push(ctx, "fc") == ACTC_OK) {
+        logits = actc_linear(ctx, p, r->fc_w, r->fc_b);
+        actc_scope_pop(ctx);
+    }
     actc_tensor_release(p);
     return logits;
 }

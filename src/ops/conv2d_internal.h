@@ -37,9 +37,10 @@ actc_status actc__conv_dnnl_backward_data(const conv_geom *g, const float *w, co
 actc_status actc__conv_dnnl_backward_weights(const conv_geom *g, const float *x, const float *dy,
                                              float *dw, int *unsupported);
 
-/* Let oneDNN pick blocked layouts (format_tag any, with reorders to and from
- * the plain tensors; the default) or run it on the plain layouts directly.
- * For benches; primitives of both kinds are cached separately. */
+/* Let oneDNN pick blocked layouts (1: format_tag any, with reorders to and
+ * from the plain tensors), run it on the plain layouts directly (0), or
+ * choose per pass and geometry (-1, the default).  For benches; primitives
+ * of both kinds are cached separately. */
 void actc__conv_dnnl_set_blocked(int blocked);
 
 /* Destroy the cached primitives, the stream and the engine (also registered

@@ -74,10 +74,19 @@ actc_tensor *actc_cross_entropy(actc_ctx *ctx, actc_tensor *logits, const int32_
     actc_tensor *y = actc_tensor_new(ACTC_MEM_ACT, 1, &one);
     if (!y) return NULL;
     const float *zd = logits->data;
-    double total = 0.0;
+    /* Per-row losses summed serially afterwards: an OpenMP reduction combines
+     * thread partials in arrival order, which would make the loss (and so
+     * the exact-resume guarantee) depend on timing with 3+ threads. */
+    double *row_loss = malloc((size_t)N * sizeof *row_loss);
+    if (!row_loss) {
+        actc_tensor_release(y);
+        actc_set_error(ACTC_ERR_OOM, "cross_entropy: out of memory for %d row losses", N);
+        return NULL;
+    }
     int correct = 0;
-#pragma omp parallel for schedule(static) reduction(+ : total, correct) if ((size_t)N * K > 16384)
+#pragma omp parallel for schedule(static) reduction(+ : correct) if ((size_t)N * K > 16384)
     for (int r = 0; r < N; r++) {
+        row_loss[r] = 0.0;
         if (labels[r] == ignore_index) continue;
         const float *zr = zd + (size_t)r * K;
         float mx = zr[0];
@@ -89,9 +98,12 @@ actc_tensor *actc_cross_entropy(actc_ctx *ctx, actc_tensor *logits, const int32_
             }
         double s = 0.0;
         for (int j = 0; j < K; j++) s += exp((double)(zr[j] - mx));
-        total += (double)mx + log(s) - (double)zr[labels[r]];
+        row_loss[r] = (double)mx + log(s) - (double)zr[labels[r]];
         correct += am == labels[r];
     }
+    double total = 0.0;
+    for (int r = 0; r < N; r++) total += row_loss[r];
+    free(row_loss);
     y->data[0] = counted ? (float)(total / counted) : 0.0f;
     if (n_correct) *n_correct = correct;
 

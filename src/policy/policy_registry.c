@@ -24,7 +24,11 @@ actc_status actc__policy_create(const char *spec, actc_policy **out)
                           spec, g_list);
 }
 
-void actc__policy_free(actc_policy *p)
+actc_status actc_ctx_set_policy(actc_ctx *ctx, const char *spec)
 {
-    if (p && p->destroy) p->destroy(p);
+    if (actc_tape_size(ctx))
+        return actc_set_error(ACTC_ERR_STATE, "cannot change the compression policy while a tape is recorded");
+    actc_policy *p;
+    actc_status s = actc__policy_create(spec, &p);
+    return s == ACTC_OK ? actc__ctx_install_policy(ctx, p) : s;
 }

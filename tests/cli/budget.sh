@@ -13,6 +13,13 @@ if command -v valgrind > /dev/null; then
     expect_fail "valgrind: train over budget" "memory budget exceeded" $VG $ACTC train --model resnet20 --mem-budget 2MiB $FILES
     out=$($VG $ACTC train --model resnet20 --mem-budget 2MiB $FILES 2>&1); rc=$?
     [ $rc -eq 1 ] && pass "valgrind clean (exit $rc)" || { fail "valgrind reported errors or leaks (exit $rc)"; echo "$out" | tail -30; }
+    # A budget that breaks later: the first step's forward or backward runs
+    # out, so the store's and the tape's error paths are checked for leaks.
+    for b in 12MiB 25MiB; do
+        out=$($VG $ACTC train --model resnet20 --mem-budget $b $FILES 2>&1); rc=$?
+        if [ $rc -eq 1 ] && grep -q "memory budget exceeded" <<<"$out"; then pass "valgrind clean at $b (exit 1)"
+        else fail "valgrind at $b (exit $rc)"; echo "$out" | tail -20; fi
+    done
     out=$($VG $ACTC maxbatch --model mlp --width 64 --budget 6MiB --start 512 --limit 4096 2>&1); rc=$?
     [ $rc -eq 0 ] || [ $rc -eq 1 ] && pass "valgrind: maxbatch (exit $rc)" || { fail "valgrind maxbatch (exit $rc)"; echo "$out" | tail -30; }
 else

@@ -6,16 +6,19 @@
 source "$(dirname "$0")/lib.bash"
 D=$TMP
 write_idx_images $D/img 256; write_idx_labels $D/lab 256
-COMMON="--train-images $D/img --train-labels $D/lab --test-images $D/img --test-labels $D/lab --limit-test 64 --batch 32 --progress off --log-every 1 --epochs 2 --seed 5"
+DATA="--train-images $D/img --train-labels $D/lab --test-images $D/img --test-labels $D/lab --limit-test 64 --progress off --log-every 1"
+RECIPE="--batch 32 --epochs 2 --seed 5"
 
+# The resumed parts get only the data flags and --resume: the recipe (model,
+# optimizer and its settings, batch, epochs, seed, policy) comes from the checkpoint.
 check() {
     local name=$1; shift
     rm -f $D/*.jsonl $D/r.ckpt
-    $ACTC train $COMMON "$@" --log $D/full.jsonl > /dev/null 2>&1 || { fail "$name: uninterrupted run"; return; }
+    $ACTC train $DATA $RECIPE "$@" --log $D/full.jsonl > /dev/null 2>&1 || { fail "$name: uninterrupted run"; return; }
     # Stop in the middle of the first epoch, then in the middle of the second.
-    $ACTC train $COMMON "$@" --max-steps 5 --save $D/r.ckpt > /dev/null 2>&1 || { fail "$name: first part"; return; }
-    $ACTC train $COMMON "$@" --resume $D/r.ckpt --max-steps 11 --save $D/r.ckpt --log $D/part.jsonl > /dev/null 2>&1 || { fail "$name: second part"; return; }
-    $ACTC train $COMMON "$@" --resume $D/r.ckpt --log $D/part.jsonl > /dev/null 2>&1 || { fail "$name: third part"; return; }
+    $ACTC train $DATA $RECIPE "$@" --max-steps 5 --save $D/r.ckpt > /dev/null 2>&1 || { fail "$name: first part"; return; }
+    $ACTC train $DATA --resume $D/r.ckpt --max-steps 11 --save $D/r.ckpt --log $D/part.jsonl > /dev/null 2>&1 || { fail "$name: second part"; return; }
+    $ACTC train $DATA --resume $D/r.ckpt --save $D/r.ckpt --log $D/part.jsonl > /dev/null 2>&1 || { fail "$name: third part"; return; }
     grep '"event":"step"' $D/full.jsonl | sed 's/,"samples_per_s".*//' | tail -n +6 > $D/a
     grep '"event":"step"' $D/part.jsonl | sed 's/,"samples_per_s".*//' > $D/b
     if [ -s $D/a ] && cmp -s $D/a $D/b; then pass "$name: $(wc -l < $D/a) resumed steps match"; else fail "$name: losses differ"; diff $D/a $D/b | head -6; fi
@@ -23,4 +26,8 @@ check() {
 check resnet20 --model resnet20
 check "mlp+dropout+adamw" --model mlp --width 64 --dropout 0.2 --optim adamw
 check "resnet20 bf16" --model resnet20 --compress bf16
+# The finished run cannot be resumed without asking for more epochs.
+expect_fail "resume a finished run" "already completed 2 of its 2 epoch.*--epochs" $ACTC train $DATA --resume $D/r.ckpt
+out=$($ACTC train $DATA --resume $D/r.ckpt --epochs 3 2>&1) && grep -q "epoch 3/3" <<<"$out" \
+    && pass "resume with more epochs trains on" || fail "resume with --epochs 3: $out"
 finish
