@@ -317,7 +317,10 @@ float *actc_grad_of(actc_ctx *ctx, actc_tensor *t);
 /* y[N,out] = x[N,in] W[out,in]^T + b[out] (b may be NULL). x may have more
  * than 2 dims: the last dim is `in`, the others are flattened into N. */
 actc_tensor *actc_linear(actc_ctx *ctx, actc_tensor *x, actc_tensor *w, actc_tensor *b);
-/* 2-D convolution, x[N,C,H,W], w[K,C,kh,kw], b[K] or NULL; im2col + sgemm. */
+/* 2-D convolution, x[N,C,H,W], w[K,C,kh,kw], b[K] or NULL.  Runs on oneDNN
+ * when built with it (ACTC_CONV=im2col in the environment forces the
+ * im2col + OpenBLAS sgemm path, which is also the fallback); every buffer
+ * either backend needs is SCRATCH-accounted and bounded per chunk. */
 actc_tensor *actc_conv2d(actc_ctx *ctx, actc_tensor *x, actc_tensor *w, actc_tensor *b,
                          int stride, int pad);
 /* Batch normalisation over N,H,W per channel.  Training: batch statistics,

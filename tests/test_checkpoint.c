@@ -15,16 +15,13 @@ static char g_dir[64];
 static int setup(void **state)
 {
     (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/actc_test_ckpt_XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
+    return tu_make_temp_dir(g_dir, sizeof g_dir, "actc_test_ckpt");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return tu_remove_dir(g_dir);
 }
 
 static void tpath(char *buf, const char *name) { snprintf(buf, 256, "%s/%s", g_dir, name); }

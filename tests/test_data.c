@@ -80,16 +80,13 @@ static void write_pair(const char *img, const char *lab, int gz, uint32_t n, uin
 static int setup(void **state)
 {
     (void)state;
-    snprintf(g_dir, sizeof g_dir, "/tmp/actc_test_data_XXXXXX");
-    return mkdtemp(g_dir) ? 0 : -1;
+    return tu_make_temp_dir(g_dir, sizeof g_dir, "actc_test_data");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return tu_remove_dir(g_dir);
 }
 
 /* ---- IDX reader ------------------------------------------------------------- */

@@ -1,5 +1,6 @@
 #include "testutil.h"
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,6 +44,19 @@ double tu_max_abs_diff(const float *a, const float *b, size_t n)
         if (d > m) m = d;
     }
     return m;
+}
+
+int tu_make_temp_dir(char *buf, size_t cap, const char *prefix)
+{
+    snprintf(buf, cap, "/tmp/%s_XXXXXX", prefix);
+    return mkdtemp(buf) ? 0 : -1;
+}
+
+int tu_remove_dir(const char *dir)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
 }
 
 const char *tu_source_dir(void)

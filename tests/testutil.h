@@ -27,6 +27,11 @@ void tu_fill_distinct(actc_tensor *t, uint64_t seed, float lo, float hi, float m
 actc_tensor *tu_rand(int ndim, const int *shape, uint64_t seed, float lo, float hi, int requires_grad);
 /* Max absolute difference of two same-shaped arrays. */
 double tu_max_abs_diff(const float *a, const float *b, size_t n);
+/* Create a fresh directory /tmp/PREFIX_XXXXXX into buf: 0, or -1 on failure
+ * (usable as a cmocka group setup result). */
+int tu_make_temp_dir(char *buf, size_t cap, const char *prefix);
+/* Remove a directory tree made by tu_make_temp_dir: 0, or -1 on failure. */
+int tu_remove_dir(const char *dir);
 /* Directory holding the source tree (ACTC_SOURCE_DIR, set by ctest). */
 const char *tu_source_dir(void);
 #endif
