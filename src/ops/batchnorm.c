@@ -49,14 +49,20 @@ static actc_status bn_backward(actc_ctx *ctx, actc_node *node)
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
         const float mu = mean[c], r = rstd[c];
+        /* Per-plane float sums in a vectorised fixed-order reduction,
+         * planes accumulated in double (as in the forward statistics). */
         double sdy = 0.0, sdyx = 0.0;
         for (int n = 0; n < N; n++) {
             const size_t off = ((size_t)n * C + c) * HW;
+            float pdy = 0.0f, pdyx = 0.0f;
+#pragma omp simd reduction(+ : pdy, pdyx)
             for (int i = 0; i < HW; i++) {
-                const double dy = gy[off + i];
-                sdy += dy;
-                sdyx += dy * (double)((xd[off + i] - mu) * r);
+                const float dy = gy[off + i];
+                pdy += dy;
+                pdyx += dy * ((xd[off + i] - mu) * r);
             }
+            sdy += pdy;
+            sdyx += pdyx;
         }
         if (gb) gb[c] += (float)sdy;
         if (gg) gg[c] += (float)sdyx;
@@ -140,21 +146,29 @@ actc_tensor *actc_batchnorm2d(actc_ctx *ctx, actc_tensor *x, actc_tensor *gamma,
     float *md = mean->data, *rd = rstd->data, *vd = var->data;
 #pragma omp parallel for schedule(static)
     for (int c = 0; c < C; c++) {
-        /* Two passes in double: the one-pass E[x^2]-E[x]^2 cancels badly
-         * when |mean| >> std. */
+        /* Two passes: the one-pass E[x^2]-E[x]^2 cancels badly when
+         * |mean| >> std.  Each plane is summed in float with a vectorised
+         * (fixed-order, so reproducible) reduction; planes add up in double. */
         double s = 0.0;
         for (int n = 0; n < N; n++) {
             const float *xp = xd + ((size_t)n * C + c) * HW;
-            for (int i = 0; i < HW; i++) s += xp[i];
+            float ps = 0.0f;
+#pragma omp simd reduction(+ : ps)
+            for (int i = 0; i < HW; i++) ps += xp[i];
+            s += ps;
         }
         const double mu = s / (double)M;
+        const float muf0 = (float)mu;
         double ss = 0.0;
         for (int n = 0; n < N; n++) {
             const float *xp = xd + ((size_t)n * C + c) * HW;
+            float pss = 0.0f;
+#pragma omp simd reduction(+ : pss)
             for (int i = 0; i < HW; i++) {
-                const double d = xp[i] - mu;
-                ss += d * d;
+                const float d = xp[i] - muf0;
+                pss += d * d;
             }
+            ss += pss;
         }
         const double v = ss / (double)M;
         const float r = (float)(1.0 / sqrt(v + (double)eps));

@@ -19,9 +19,13 @@ static actc_status relu_backward(actc_ctx *ctx, actc_node *node)
         const float *gy = node->output->grad->data, *m = mask->data;
         const size_t n = mask->numel;
         /* A select, not gy*m: an Inf/NaN gradient where the unit was off
-         * must not turn into NaN. */
+         * must not turn into NaN.  Both operands are loaded unconditionally
+         * so the compiler turns the select into a vector blend. */
 #pragma omp parallel for simd schedule(static) if (n > 65536)
-        for (size_t i = 0; i < n; i++) gx[i] += m[i] != 0.0f ? gy[i] : 0.0f;
+        for (size_t i = 0; i < n; i++) {
+            const float g = gy[i], keep = m[i];
+            gx[i] += keep > 0.5f ? g : 0.0f;
+        }
     }
     actc_tensor_release(mask);
     return ACTC_OK;
