@@ -742,19 +742,10 @@ actc_tensor *actc_conv2d(actc_ctx *ctx, actc_tensor *x, actc_tensor *w, actc_ten
     if (node) {
         node->iattr[IA_STRIDE] = stride;
         node->iattr[IA_PAD] = pad;
-        node->iattr[IA_XSLOT] = -1;
-        node->iattr[IA_WSLOT] = -1;
-        int k = 0;
-        /* x is needed only for dW; the weight's value only for dx.  A parameter
-         * outlives the step and is read in place; any other weight may be
-         * freed before backward, so it is kept exactly. */
-        if (w->requires_grad) {
-            OP_SAVE(ctx, node, x, ACTC_SAVE_ACT, y);
-            node->iattr[IA_XSLOT] = k++;
-        }
-        if (x->requires_grad && !w->is_param) {
-            OP_SAVE(ctx, node, w, ACTC_SAVE_EXACT, y);
-            node->iattr[IA_WSLOT] = k++;
+        if (actc__save_product_inputs(ctx, node, x, w, &node->iattr[IA_XSLOT], &node->iattr[IA_WSLOT]) !=
+            ACTC_OK) {
+            actc_tensor_release(y);
+            return NULL;
         }
     }
     return y;

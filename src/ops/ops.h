@@ -34,4 +34,25 @@ static inline actc_tensor *actc__op_record(actc_ctx *ctx, const char *op, actc_b
             return NULL;                                                \
         }                                                               \
     } while (0)
+/* What a product y = f(x, w) (linear, conv2d) keeps for backward: x only
+ * if w needs a gradient (dW needs x), w's value only if x needs a gradient
+ * (dx needs w).  A parameter outlives the step and is read in place; any other
+ * weight may be freed before backward, so it is kept exactly.  *xslot and
+ * *wslot receive the save indices for actc_load, or -1. */
+static inline actc_status actc__save_product_inputs(actc_ctx *ctx, actc_node *node, actc_tensor *x,
+                                                    actc_tensor *w, int *xslot, int *wslot)
+{
+    int k = 0;
+    actc_status s = ACTC_OK;
+    *xslot = *wslot = -1;
+    if (w->requires_grad) {
+        if ((s = actc_save(ctx, node, x, ACTC_SAVE_ACT)) != ACTC_OK) return s;
+        *xslot = k++;
+    }
+    if (x->requires_grad && !w->is_param) {
+        if ((s = actc_save(ctx, node, w, ACTC_SAVE_EXACT)) != ACTC_OK) return s;
+        *wslot = k++;
+    }
+    return s;
+}
 #endif
