@@ -351,6 +351,24 @@ actc_tensor *actc_flatten(actc_ctx *ctx, actc_tensor *x);
 actc_tensor *actc_cross_entropy(actc_ctx *ctx, actc_tensor *logits, const int32_t *labels,
                                 int ignore_index, int *n_correct);
 
+/* ---- Transformer building blocks (normalise / activate over the last dim) */
+
+/* Token embedding: out[b,t,:] = weight[ids[b*T+t], :] for ids in [0, V).
+ * weight is [V, D]; the result is [B, T, D].  The ids are kept as INDEX. */
+actc_tensor *actc_embedding(actc_ctx *ctx, const int32_t *ids, int B, int T, actc_tensor *weight);
+/* LayerNorm over the last dim D: (x - mean) * rstd * gamma + beta; gamma and
+ * beta are [D] (either may be NULL).  Saves x as ACT and mean/rstd as EXACT. */
+actc_tensor *actc_layernorm(actc_ctx *ctx, actc_tensor *x, actc_tensor *gamma, actc_tensor *beta,
+                            float eps);
+/* RMSNorm over the last dim: x * rsqrt(mean(x^2) + eps) * gamma (gamma [D] or NULL). */
+actc_tensor *actc_rmsnorm(actc_ctx *ctx, actc_tensor *x, actc_tensor *gamma, float eps);
+/* GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+actc_tensor *actc_gelu(actc_ctx *ctx, actc_tensor *x);
+/* SiLU: x * sigmoid(x). */
+actc_tensor *actc_silu(actc_ctx *ctx, actc_tensor *x);
+/* Element-wise product a * b of equal shapes (SwiGLU is mul(silu(a), b)). */
+actc_tensor *actc_mul(actc_ctx *ctx, actc_tensor *a, actc_tensor *b);
+
 /* ------------------------------------------------------------------------ */
 /* Models                                                                    */
 /* ------------------------------------------------------------------------ */
@@ -481,6 +499,29 @@ int actc_loader_num_batches(const actc_loader *l);
  * (seed, epoch, index), so a resumed run sees the same batches. */
 actc_status actc_loader_get(actc_loader *l, int epoch, int index, actc_tensor **x,
                             const int32_t **labels, int *batch_size);
+
+/* ---- Text corpora: byte-level tokens (vocabulary 256) ---- */
+
+typedef struct {
+    uint8_t *data;         /* the whole corpus, n bytes                       */
+    size_t n;
+    size_t train_end;      /* bytes [0, train_end) train, [train_end, n) are the
+                              held-out validation text                        */
+    char source[256];      /* what was loaded (path)                          */
+} actc_text_corpus;
+
+/* Load a text file, or every regular file below a directory (sorted by path,
+ * concatenated).  The last val_fraction of the bytes (0 < f < 1), moved
+ * forward to the next line start, is held out for validation.  Errors name
+ * the path: missing (ACTC_ERR_IO), empty (ACTC_ERR_FORMAT). */
+actc_status actc_text_load(const char *path, double val_fraction, actc_text_corpus *out);
+void actc_text_free(actc_text_corpus *c);
+/* B windows of T+1 consecutive bytes (inputs and next-byte targets) from the
+ * train (split 0) or validation (split 1) part into ids[B*(T+1)], at offsets
+ * that are a pure function of (seed, step).  ACTC_ERR_INVALID, naming the
+ * sizes, when the part is shorter than T+1 bytes. */
+actc_status actc_text_batch(const actc_text_corpus *c, int split, int B, int T, uint64_t seed,
+                            uint64_t step, int32_t *ids);
 
 /* ------------------------------------------------------------------------ */
 /* Checkpoints                                                               */
