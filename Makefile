@@ -5,9 +5,12 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= 2
 DEPS = cmake gcc make pkg-config libopenblas-openmp-dev libcmocka-dev zlib1g-dev libdnnl-dev \
-       dataset-fashion-mnist valgrind
+       dataset-fashion-mnist valgrind bible-kjv
+# The default text corpus: the King James Bible from Debian's bible-kjv, as
+# plain text without verse references (see tools/make_kjv_corpus.sh).
+KJV ?= $(BUILD)/data/kjv.txt
 
-.PHONY: all deps build demo test test-asan clean
+.PHONY: all deps build demo test test-asan clean corpus
 
 all: build
 
@@ -26,12 +29,17 @@ build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
 	cmake --build $(BUILD) -j$(JOBS)
 
+corpus: $(KJV)
+
+$(KJV): tools/make_kjv_corpus.sh | deps
+	bash tools/make_kjv_corpus.sh $@
+
 demo: build
 	./$(BUILD)/actc train --model resnet20 --compress none --epochs 1 --batch 64
 
 # The release suite, then the unit tests again under AddressSanitizer and
 # UndefinedBehaviorSanitizer (the long CLI training runs are left to the first).
-test: build
+test: build $(KJV)
 	cd $(BUILD) && ctest --output-on-failure
 	$(MAKE) test-asan
 
