@@ -7,8 +7,8 @@
 static const char *const g_models =
     "  mlp        3-layer perceptron (hidden width --width, default 256)\n"
     "  resnet20   CIFAR-style ResNet-20 (He et al. 2016; 16/32/64 channels), 0.27M params\n"
-    "  resnet32   CIFAR-style ResNet-32, 0.46M params\n"
-    "  resnet56   CIFAR-style ResNet-56, 0.85M params\n"
+    "  resnet32   CIFAR-style ResNet-32, 0.47M params\n"
+    "  resnet56   CIFAR-style ResNet-56, 0.86M params\n"
     "  resnet18   ResNet-18, CIFAR-style stem (64-512 channels), 11.2M params\n";
 
 const char *actc_model_list(void) { return g_models; }
