@@ -630,15 +630,6 @@ static void test_dnnl_scratch_budget(void **state)
 
 /* ---- bad input ------------------------------------------------------------- */
 
-static void expect_invalid(actc_tensor *y, const char *op)
-{
-    assert_null(y);
-    assert_int_equal(actc_last_status(), ACTC_ERR_INVALID);
-    if (!strstr(actc_last_error(), op)) fail_msg("message does not name %s: %s", op, actc_last_error());
-    print_message("  %s\n", actc_last_error());
-    actc_clear_error();
-}
-
 static void test_bad_shapes(void **state)
 {
     (void)state;
@@ -653,25 +644,25 @@ static void test_bad_shapes(void **state)
     const int five = 5, four = 4;
     actc_tensor *b5 = actc_param_new(1, &five, "b5"), *b4 = actc_param_new(1, &four, "b4");
 
-    expect_invalid(actc_conv2d(ctx, xb, w, NULL, 1, 1), "conv2d");  /* x not 4-D */
-    expect_invalid(actc_conv2d(ctx, x, wm, NULL, 1, 1), "conv2d");  /* w not 4-D */
-    expect_invalid(actc_conv2d(ctx, x, wcm, NULL, 1, 1), "conv2d"); /* channels */
-    expect_invalid(actc_conv2d(ctx, x, w, b5, 1, 1), "conv2d");     /* bias length */
-    expect_invalid(actc_conv2d(ctx, x, w, wm, 1, 1), "conv2d");     /* bias not 1-D */
-    expect_invalid(actc_conv2d(ctx, x, w, b4, 0, 1), "conv2d");     /* stride 0 */
-    expect_invalid(actc_conv2d(ctx, x, w, b4, 1, -1), "conv2d");    /* negative pad */
-    expect_invalid(actc_conv2d(ctx, x, wk, NULL, 1, 1), "conv2d");  /* output < 1 */
-    expect_invalid(actc_conv2d(ctx, NULL, w, NULL, 1, 1), "conv2d");
+    tu_expect_invalid(actc_conv2d(ctx, xb, w, NULL, 1, 1), "conv2d");  /* x not 4-D */
+    tu_expect_invalid(actc_conv2d(ctx, x, wm, NULL, 1, 1), "conv2d");  /* w not 4-D */
+    tu_expect_invalid(actc_conv2d(ctx, x, wcm, NULL, 1, 1), "conv2d"); /* channels */
+    tu_expect_invalid(actc_conv2d(ctx, x, w, b5, 1, 1), "conv2d");     /* bias length */
+    tu_expect_invalid(actc_conv2d(ctx, x, w, wm, 1, 1), "conv2d");     /* bias not 1-D */
+    tu_expect_invalid(actc_conv2d(ctx, x, w, b4, 0, 1), "conv2d");     /* stride 0 */
+    tu_expect_invalid(actc_conv2d(ctx, x, w, b4, 1, -1), "conv2d");    /* negative pad */
+    tu_expect_invalid(actc_conv2d(ctx, x, wk, NULL, 1, 1), "conv2d");  /* output < 1 */
+    tu_expect_invalid(actc_conv2d(ctx, NULL, w, NULL, 1, 1), "conv2d");
 
     const int xl[2] = {6, 3}, xw[2] = {6, 7};
     actc_tensor *l = tu_rand(2, xl, 3, -1, 1, 1), *lbad = tu_rand(2, xw, 4, -1, 1, 1);
     actc_tensor *y = actc_linear(ctx, l, wm, b4);
     assert_non_null(y); /* the good case */
     actc_tensor_release(y);
-    expect_invalid(actc_linear(ctx, lbad, wm, NULL), "linear"); /* in mismatch */
-    expect_invalid(actc_linear(ctx, l, w, NULL), "linear");     /* w not 2-D */
-    expect_invalid(actc_linear(ctx, l, wm, b5), "linear");      /* bias length */
-    expect_invalid(actc_linear(ctx, l, NULL, NULL), "linear");
+    tu_expect_invalid(actc_linear(ctx, lbad, wm, NULL), "linear"); /* in mismatch */
+    tu_expect_invalid(actc_linear(ctx, l, w, NULL), "linear");     /* w not 2-D */
+    tu_expect_invalid(actc_linear(ctx, l, wm, b5), "linear");      /* bias length */
+    tu_expect_invalid(actc_linear(ctx, l, NULL, NULL), "linear");
 
     actc_ctx_reset(ctx);
     actc_ctx_free(ctx);

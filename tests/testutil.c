@@ -36,6 +36,15 @@ actc_tensor *tu_rand(int ndim, const int *shape, uint64_t seed, float lo, float 
     return t;
 }
 
+void tu_expect_invalid(actc_tensor *y, const char *needle)
+{
+    assert_null(y);
+    assert_int_equal(actc_last_status(), ACTC_ERR_INVALID);
+    if (needle && !strstr(actc_last_error(), needle))
+        fail_msg("error message '%s' lacks '%s'", actc_last_error(), needle);
+    actc_clear_error();
+}
+
 double tu_max_abs_diff(const float *a, const float *b, size_t n)
 {
     double m = 0;

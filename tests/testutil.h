@@ -18,6 +18,9 @@ typedef actc_tensor *(*tu_forward_fn)(actc_ctx *ctx, actc_tensor **in, void *use
  * error ||ga - gn|| / max(||ga||, ||gn||, 1e-6) over the inputs. */
 double tu_gradcheck(tu_forward_fn f, actc_tensor **in, int n, void *user, float eps);
 
+/* Assert the call failed (y == NULL) with ACTC_ERR_INVALID and a message
+ * containing needle (if not NULL); clears the error. */
+void tu_expect_invalid(actc_tensor *y, const char *needle);
 /* Fill with uniform values in [lo, hi) from a seed. */
 void tu_fill_uniform(actc_tensor *t, uint64_t seed, float lo, float hi);
 /* Fill with distinct values (a shuffled ramp scaled to [lo,hi]): no ties,

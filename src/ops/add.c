@@ -21,15 +21,7 @@ static actc_status add_backward(actc_ctx *ctx, actc_node *node)
 actc_tensor *actc_add(actc_ctx *ctx, actc_tensor *a, actc_tensor *b)
 {
     OP_CHECK(ctx, "add: NULL context");
-    OP_CHECK(a && a->data, "add: first input is NULL or its data was already freed");
-    OP_CHECK(b && b->data, "add: second input is NULL or its data was already freed");
-    if (!actc_same_shape(a, b)) {
-        char sa[64], sb[64];
-        actc_set_error(ACTC_ERR_INVALID, "add: shapes differ: %s + %s", actc_shape_str(a, sa, sizeof sa),
-                       actc_shape_str(b, sb, sizeof sb));
-        return NULL;
-    }
-    actc_tensor *y = actc_tensor_new(ACTC_MEM_ACT, a->ndim, a->shape);
+    actc_tensor *y = actc__binary_output("add", "+", a, b);
     if (!y) return NULL;
     const float *ad = a->data, *bd = b->data;
     float *yd = y->data;

@@ -34,6 +34,24 @@ static inline actc_tensor *actc__op_record(actc_ctx *ctx, const char *op, actc_b
             return NULL;                                                \
         }                                                               \
     } while (0)
+/* Check two inputs of an element-wise binary op (present, same shape) and
+ * allocate its output; NULL with ACTC_ERR_INVALID naming op and shapes. */
+static inline actc_tensor *actc__binary_output(const char *op, const char *sym, const actc_tensor *a,
+                                               const actc_tensor *b)
+{
+    if (!a || !a->data || !b || !b->data) {
+        actc_set_error(ACTC_ERR_INVALID, "%s: an input is NULL or its data was already freed", op);
+        return NULL;
+    }
+    if (!actc_same_shape(a, b)) {
+        char sa[64], sb[64];
+        actc_set_error(ACTC_ERR_INVALID, "%s: shapes differ: %s %s %s", op, actc_shape_str(a, sa, sizeof sa), sym,
+                       actc_shape_str(b, sb, sizeof sb));
+        return NULL;
+    }
+    return actc_tensor_new(ACTC_MEM_ACT, a->ndim, a->shape);
+}
+
 /* What a product y = f(x, w) (linear, conv2d) keeps for backward: x only
  * if w needs a gradient (dW needs x), w's value only if x needs a gradient
  * (dx needs w).  A parameter outlives the step and is read in place; any other
