@@ -21,6 +21,7 @@ expect_fail "wrong magic" "$D/img_magic.*magic|magic.*$D/img_magic" $ACTC train 
 expect_fail "truncated images" "$D/img_trunc" $ACTC train $(files $D/img_trunc $D/lab) $SMALL
 expect_fail "wrong dims" "$D/img_dims" $ACTC train $(files $D/img_dims $D/lab) $SMALL
 expect_fail "label count mismatch" "$D/lab_short|64|63" $ACTC train $(files $D/img $D/lab_short) $SMALL
+expect_fail "diverging run (NaN loss)" "loss is (NaN|infinite) at step" $ACTC train --model mlp --lr 1e9 --epochs 3 $(files $D/img $D/lab) $SMALL
 expect_fail "missing data dir" "$D/nodir" $ACTC train --data-dir $D/nodir $SMALL
 
 # Checkpoints: truncated, corrupted, from another model.
