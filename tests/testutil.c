@@ -45,6 +45,20 @@ void tu_expect_invalid(actc_tensor *y, const char *needle)
     actc_clear_error();
 }
 
+void tu_expect_nothing_recorded(actc_ctx *ctx, actc_tensor **outs, int n, size_t saves_before)
+{
+    for (int i = 0; i < n; i++) {
+        assert_non_null(outs[i]);
+        assert_int_equal(outs[i]->requires_grad, 0);
+        actc_tensor_release(outs[i]);
+    }
+    assert_int_equal(actc_tape_size(ctx), 0);
+    actc_store_stats st;
+    actc_store_get_stats(ctx, &st);
+    assert_int_equal(st.stored_bytes, 0);
+    assert_int_equal(st.n_saves, saves_before);
+}
+
 double tu_max_abs_diff(const float *a, const float *b, size_t n)
 {
     double m = 0;

@@ -21,6 +21,10 @@ double tu_gradcheck(tu_forward_fn f, actc_tensor **in, int n, void *user, float 
 /* Assert the call failed (y == NULL) with ACTC_ERR_INVALID and a message
  * containing needle (if not NULL); clears the error. */
 void tu_expect_invalid(actc_tensor *y, const char *needle);
+/* Assert that none of the n outputs was recorded (requires_grad 0), that the
+ * tape is empty, that the store holds nothing and that its save count is
+ * still saves_before (taken before the outputs were made); releases them. */
+void tu_expect_nothing_recorded(actc_ctx *ctx, actc_tensor **outs, int n, size_t saves_before);
 /* Fill with uniform values in [lo, hi) from a seed. */
 void tu_fill_uniform(actc_tensor *t, uint64_t seed, float lo, float hi);
 /* Fill with distinct values (a shuffled ramp scaled to [lo,hi]): no ties,
