@@ -4,7 +4,7 @@
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= 2
-DEPS = cmake gcc make pkg-config libopenblas-openmp-dev libcmocka-dev zlib1g-dev libdnnl-dev \
+DEPS = cmake gcc make pkg-config libopenblas-openmp-dev libcmocka-dev zlib1g-dev libdnnl-dev libjemalloc-dev \
        dataset-fashion-mnist valgrind bible-kjv
 # The default text corpus: the King James Bible from Debian's bible-kjv, as
 # plain text without verse references (see tools/make_kjv_corpus.sh).

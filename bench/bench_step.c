@@ -6,7 +6,7 @@
  * Inputs are synthetic (speed does not depend on pixel values). Two warm-up
  * steps are not timed.  Output: one human line and one JSON line. */
 #include "actc.h"
-#include <malloc.h>
+#include "malloc_conf.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,9 +31,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: bench_step MODEL BATCH [POLICY] [STEPS] [THREADS]\n");
         return 2;
     }
-    /* As the actc command does (tools/main.c): reuse freed memory. */
-    mallopt(M_MMAP_THRESHOLD, 256 << 20);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    actc_setup_malloc(); /* as the actc command does */
     const char *model = argv[1], *policy = argc > 3 ? argv[3] : "none";
     int batch = atoi(argv[2]), steps = argc > 4 ? atoi(argv[4]) : 10;
     if (argc > 5) actc_set_threads(atoi(argv[5]));

@@ -98,6 +98,10 @@ void *actc_mem_calloc(actc_mem_cat cat, size_t bytes);
 void actc_mem_free(void *p);
 /* Size in bytes of a block from actc_mem_alloc. */
 size_t actc_mem_size(const void *p);
+/* Move the block at p (and its bytes in the statistics) to category cat:
+ * for a buffer that changes role without a copy (a decoded save that becomes
+ * a gradient). */
+void actc_mem_retag(void *p, actc_mem_cat cat);
 /* Limit the total of live bytes (all categories); 0 removes the limit. */
 void actc_mem_set_budget(size_t bytes);
 /* Copy the counters into *out. */
@@ -208,6 +212,10 @@ actc_status actc_ctx_set_policy(actc_ctx *ctx, const char *spec);
 const char *actc_ctx_policy(const actc_ctx *ctx);
 /* Multi-line help text listing every policy spec and its parameters. */
 const char *actc_policy_list(void);
+/* Stop (1) or resume (0) an adaptive policy's learning (ActNN L3's gradient
+ * statistics and per-layer bits): frozen, it keeps compressing with the state
+ * it has.  For measurements that must see one fixed policy (actc variance). */
+void actc_ctx_freeze_policy(actc_ctx *ctx, int frozen);
 /* Training mode records the tape and saves contexts; eval mode does neither
  * (batchnorm uses running statistics, dropout is the identity). */
 void actc_ctx_set_training(actc_ctx *ctx, int training);
@@ -304,10 +312,28 @@ actc_status actc_save(actc_ctx *ctx, actc_node *node, const actc_tensor *t,
  * original shape (MASK: 0/1 floats, INDEX: integer floats).  The caller
  * releases it.  The store frees an entry once every save of it was loaded. */
 actc_tensor *actc_load(actc_ctx *ctx, actc_node *node, int k);
+/* Decode rows [row0, row0 + nrows) of the first axis of the k-th save of
+ * node into dst (nrows * numel / shape[0] floats) and leave the save in the
+ * store: for an operator that walks a saved tensor a chunk of samples at a
+ * time, so its decoded copy never exists whole.  The store drops the save
+ * when the node's backward returns (or at actc_load). */
+actc_status actc_load_rows(actc_ctx *ctx, actc_node *node, int k, int row0, int nrows, float *dst);
 /* The gradient buffer of t, zero-filled on first use (ACT category, GRAD for
  * parameters), to accumulate into.  NULL if t needs no gradient (or on OOM:
  * then actc_last_status() is ACTC_ERR_OOM). */
 float *actc_grad_of(actc_ctx *ctx, actc_tensor *t);
+/* Hand over a gradient contribution the operator computed in a buffer it
+ * owns (a decoded save it no longer needs, or its output's gradient taken
+ * with actc_grad_take), instead of accumulating into actc_grad_of: if t has
+ * no gradient yet, g (same shape) becomes it without a copy or a zero fill;
+ * otherwise g is added into it.  Takes the caller's reference to g in every
+ * case (released at once if t needs no gradient).  Saves a tensor-sized
+ * buffer at the moments that set the backward peak. */
+actc_status actc_grad_adopt(actc_ctx *ctx, actc_tensor *t, actc_tensor *g);
+/* Detach and return node's output gradient (the caller owns it), for an
+ * operator whose input gradient is its output gradient, changed in place or
+ * not (addition, ReLU); NULL if there is none. */
+actc_tensor *actc_grad_take(actc_node *node);
 
 /* ------------------------------------------------------------------------ */
 /* Operators (forward; backward is recorded on the tape)                     */
@@ -368,6 +394,43 @@ actc_tensor *actc_gelu(actc_ctx *ctx, actc_tensor *x);
 actc_tensor *actc_silu(actc_ctx *ctx, actc_tensor *x);
 /* Element-wise product a * b of equal shapes (SwiGLU is mul(silu(a), b)). */
 actc_tensor *actc_mul(actc_ctx *ctx, actc_tensor *a, actc_tensor *b);
+
+/* ---- Attention: causal self-attention and its parts ----------------------
+ * Layout: q, k, v and the attention output are [B, T, H*Dh], head h being
+ * columns [h*Dh, (h+1)*Dh) of every row: the outputs of the Q/K/V linear
+ * projections as they are, and the input of the output projection.
+ * [B, T, H, Dh] (RoPE's layout) is the same memory and is accepted too. */
+
+/* Batched matrix product out[..., M, N] = op(a) op(b): op(a) is a [..., M, K],
+ * or with trans_a the transpose of a stored [..., K, M]; likewise b [..., K, N]
+ * or [..., N, K] with trans_b.  b has a's leading dims, or is 2-D and shared
+ * by every item.  One OpenBLAS sgemm per item, many small items spread over
+ * threads.  Saves a (ACT) only if b needs a gradient and b only if a does;
+ * a parameter is read in place instead. */
+actc_tensor *actc_matmul(actc_ctx *ctx, actc_tensor *a, actc_tensor *b, int trans_a, int trans_b);
+/* Causal softmax over the last dim of x [..., T, T]: row i is
+ * softmax(scale * x[i, j]) over the columns j <= i and exactly 0 for j > i.
+ * Saves the output (the probabilities) as ACT. */
+actc_tensor *actc_softmax_causal(actc_ctx *ctx, actc_tensor *x, float scale);
+/* Rotary position embedding on x [B, T, H, Dh] (or [B, T, Dh], one head): at
+ * position t (dim 1, from 0) every head's pairs (x[2i], x[2i+1]) are rotated
+ * by the angle t * base^(-2i/Dh).  base 0 selects 10000 (LLaMA); Dh must be
+ * even.  Saves nothing (backward rotates the gradient back). */
+actc_tensor *actc_rope(actc_ctx *ctx, actc_tensor *x, float base);
+/* Causal multi-head self-attention, textbook form: per head
+ * O = softmax(Q K^T / sqrt(Dh), causal) V with Dh = width / n_heads; returns
+ * [B, T, H*Dh].  One node keeping Q, K, V and the probabilities P [B, H, T, T]
+ * (ACT): 4 (3 B T H Dh + B H T^2) bytes in fp32. */
+actc_tensor *actc_attention_naive(actc_ctx *ctx, actc_tensor *q, actc_tensor *k, actc_tensor *v, int n_heads);
+/* The same attention, memory-efficient form (FlashAttention-2 style): keys in
+ * blocks with an online softmax, fully masked blocks skipped, so no T x T
+ * scores exist (scratch: a few 64 x 64 blocks per thread); backward
+ * recomputes P block by block.  Keeps Q, K, V, the output (ACT; the output
+ * projection keeps that tensor anyway, and the store holds it once) and the
+ * per-row log-sum-exp [B, H, T] (EXACT): 4 (4 B T H Dh + B H T) bytes in fp32,
+ * less than the naive form for T > Dh + 1 and 4x less for T >= 13 Dh + 4.
+ * Same results as actc_attention_naive to float rounding. */
+actc_tensor *actc_attention_flash(actc_ctx *ctx, actc_tensor *q, actc_tensor *k, actc_tensor *v, int n_heads);
 
 /* ------------------------------------------------------------------------ */
 /* Models                                                                    */

@@ -3,6 +3,7 @@
  * (predicted here from the architecture), bf16 halves the ACT part, forward
  * intermediates die early, and nothing leaks. */
 #include "testutil.h"
+#include "codec/codec.h"
 #include <string.h>
 
 typedef struct {
@@ -101,6 +102,97 @@ static void test_resnet20_context_matches_architecture(void **state)
     assert_true(bf.ms.peak[ACTC_MEM_CONTEXT] < none.ms.peak[ACTC_MEM_CONTEXT]);
 }
 
+/* The distinct ACT tensors ResNet-20 saves, per sample: D elements, saved
+ * by a convolution (ActNN L1 quantizes those only) or by the loss (the actnn
+ * levels keep those fp32).  The last ReLU output feeds the global pooling,
+ * which keeps nothing, so it is only a MASK. */
+typedef struct {
+    size_t d;
+    int conv, loss;
+} act_save;
+
+static int resnet20_act_saves(act_save *a)
+{
+    int n = 0;
+    a[n++] = (act_save){784, 1, 0};         /* image -> stem conv            */
+    a[n++] = (act_save){16 * 784, 0, 0};    /* stem conv out -> BN           */
+    a[n++] = (act_save){16 * 784, 1, 0};    /* stem ReLU out -> layer1.0     */
+    const int ch[3] = {16, 32, 64}, hw[3] = {784, 196, 49};
+    for (int s = 0; s < 3; s++)
+        for (int j = 0; j < 3; j++) {
+            size_t map = (size_t)ch[s] * (size_t)hw[s];
+            a[n++] = (act_save){map, 0, 0}; /* conv1 out -> BN               */
+            a[n++] = (act_save){map, 1, 0}; /* ReLU1 out -> conv2            */
+            a[n++] = (act_save){map, 0, 0}; /* conv2 out -> BN               */
+            if (s > 0 && j == 0) a[n++] = (act_save){map, 0, 0}; /* shortcut conv out -> BN */
+            if (s < 2 || j < 2) a[n++] = (act_save){map, 1, 0};  /* block out -> next convs */
+        }
+    a[n++] = (act_save){64, 0, 0};          /* pooled features -> fc         */
+    a[n++] = (act_save){10, 0, 1};          /* logits -> cross-entropy       */
+    return n;
+}
+
+/* Bytes of one sample of D elements in the per-group quantizer at b bits:
+ * bf16 zero point and range per group of 256, then ceil(g * b / 8) bytes
+ * per group of g elements (a full group: 32 b bytes). */
+static size_t quant_bytes(size_t d, int b)
+{
+    size_t G = ACTC_QUANT_GROUP;
+    return (d + G - 1) / G * 4 + d / G * 32 * (size_t)b + ((d % G) * (size_t)b + 7) / 8;
+}
+
+/* ACT bytes of ResNet-20 at batch n when conv inputs take conv_bits, other
+ * tensors other_bits and loss inputs loss_bits (0 = fp32). */
+static size_t resnet20_act_bytes(int n, int conv_bits, int other_bits, int loss_bits)
+{
+    act_save a[64];
+    int k = resnet20_act_saves(a);
+    size_t sum = 0;
+    for (int i = 0; i < k; i++) {
+        int b = a[i].loss ? loss_bits : a[i].conv ? conv_bits : other_bits;
+        sum += (size_t)n * (b ? quant_bytes(a[i].d, b) : a[i].d * 4);
+    }
+    return sum;
+}
+
+/* The quantizing policies store exactly what the codec's byte formula says
+ * for every tensor the architecture saves; the fp32 reference, masks and
+ * batch statistics do not change. */
+static void test_resnet20_quantized_context_matches_architecture(void **state)
+{
+    (void)state;
+    const int b = 8;
+    step_out none, o;
+    run_step("resnet20", b, "none", &none);
+    assert_int_equal(none.ss.stored_by_kind[ACTC_SAVE_ACT], resnet20_act_bytes(b, 0, 0, 0));
+    const struct {
+        const char *policy;
+        int conv, other, loss;
+    } cases[] = {{"quant:2", 2, 2, 0}, {"quant:8", 8, 8, 0}, {"actnn:L1", 4, 0, 0}, {"actnn:L2", 4, 4, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        run_step("resnet20", b, cases[i].policy, &o);
+        size_t expect = resnet20_act_bytes(b, cases[i].conv, cases[i].other, cases[i].loss);
+        print_message("%-9s ACT stored %zu predicted %zu, context ratio %.2fx\n", cases[i].policy,
+                      o.ss.stored_by_kind[ACTC_SAVE_ACT], expect, (double)o.ss.fp32_peak / o.ss.stored_peak);
+        assert_int_equal(o.ss.stored_by_kind[ACTC_SAVE_ACT], expect);
+        assert_int_equal(o.ss.fp32_peak, none.ss.fp32_peak);
+        assert_int_equal(o.ss.stored_by_kind[ACTC_SAVE_MASK], none.ss.stored_by_kind[ACTC_SAVE_MASK]);
+        assert_int_equal(o.ss.stored_by_kind[ACTC_SAVE_EXACT], none.ss.stored_by_kind[ACTC_SAVE_EXACT]);
+    }
+    /* L3 at 2 bits: per-sample bits vary, but the data bits stay within the
+     * budget, so ACT is at most the uniform 2-bit size plus one byte of bits
+     * per sample and tensor and one byte of tail rounding per sample and
+     * tensor (the loss input stays fp32). */
+    run_step("resnet20", b, "actnn:L3", &o);
+    act_save a[64];
+    size_t slack = 2 * (size_t)b * (size_t)resnet20_act_saves(a);
+    size_t bound = resnet20_act_bytes(b, 2, 2, 0) + slack;
+    print_message("actnn:L3  ACT stored %zu, bound %zu, context ratio %.2fx\n",
+                  o.ss.stored_by_kind[ACTC_SAVE_ACT], bound, (double)o.ss.fp32_peak / o.ss.stored_peak);
+    assert_true(o.ss.stored_by_kind[ACTC_SAVE_ACT] <= bound);
+    assert_true(o.ss.stored_by_kind[ACTC_SAVE_ACT] >= resnet20_act_bytes(b, 1, 1, 0));
+}
+
 static void test_memory_table_adds_up(void **state)
 {
     (void)state;
@@ -176,6 +268,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resnet20_context_matches_architecture),
+        cmocka_unit_test(test_resnet20_quantized_context_matches_architecture),
         cmocka_unit_test(test_memory_table_adds_up),
         cmocka_unit_test(test_models_build_and_step),
         cmocka_unit_test(test_eval_mode_records_nothing),

@@ -8,60 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GRAD_TOL 1e-3
-
-static double g_worst = 0.0; /* worst gradcheck error of the run, reported at the end */
-
-static void check_grad(const char *what, tu_forward_fn f, actc_tensor **in, int n, void *user, float eps)
-{
-    double err = tu_gradcheck(f, in, n, user, eps);
-    print_message("gradcheck %-32s worst rel err %.3g\n", what, err);
-    if (err > g_worst) g_worst = err;
-    assert_true(err < GRAD_TOL);
-}
-
-/* Memory of every category back where it was when the test started. */
-static size_t mem_now(void)
-{
-    actc_mem_stats m;
-    actc_mem_get_stats(&m);
-    return m.current_total;
-}
-
-/* sum(out * R) as a loss node (R fixed, uniform in [-0.5, 0.5)), so a test
- * can run backward on bigger tensors than the finite differences afford. */
-static actc_status wsum_backward(actc_ctx *ctx, actc_node *node)
-{
-    float *gx = actc_grad_of(ctx, node->inputs[0]);
-    if (!gx) return ACTC_OK;
-    const float g = node->output->grad->data[0];
-    for (size_t i = 0; i < node->inputs[0]->numel; i++) gx[i] += g * (actc_rand_uniform(99, i) - 0.5f);
-    return ACTC_OK;
-}
-
-static actc_tensor *wsum(actc_ctx *ctx, actc_tensor *x)
-{
-    int one = 1;
-    actc_tensor *y = actc_tensor_new(ACTC_MEM_ACT, 1, &one);
-    assert_non_null(y);
-    double s = 0;
-    for (size_t i = 0; i < x->numel; i++) s += (double)x->data[i] * (actc_rand_uniform(99, i) - 0.5f);
-    y->data[0] = (float)s;
-    actc_node_new(ctx, "wsum", wsum_backward, y, 1, &x);
-    return y;
-}
-
-/* Store bytes held right after one forward call; the tape is then dropped. */
-static size_t stored_after(actc_ctx *ctx, actc_tensor *y)
-{
-    assert_non_null(y);
-    actc_store_stats st;
-    actc_store_get_stats(ctx, &st);
-    actc_tensor_release(y);
-    actc_ctx_reset(ctx);
-    return st.stored_bytes;
-}
-
 /* ---- layernorm ----------------------------------------------------------- */
 
 static actc_tensor *f_ln(actc_ctx *ctx, actc_tensor **in, void *user)
@@ -101,7 +47,7 @@ static actc_tensor *norm_input(uint64_t seed, int requires_grad)
 static void test_layernorm_forward(void **state)
 {
     (void)state;
-    const size_t m0 = mem_now();
+    const size_t m0 = tu_mem_now();
     actc_tensor *x = norm_input(1, 0);
     int ds[1] = {8};
     actc_tensor *g = actc_param_new(1, ds, "gamma"), *b = actc_param_new(1, ds, "beta");
@@ -136,42 +82,42 @@ static void test_layernorm_forward(void **state)
     actc_tensor_release(x);
     actc_tensor_release(g);
     actc_tensor_release(b);
-    assert_int_equal(mem_now(), m0);
+    assert_int_equal(tu_mem_now(), m0);
 }
 
 static void test_layernorm_grad(void **state)
 {
     (void)state;
-    const size_t m0 = mem_now();
+    const size_t m0 = tu_mem_now();
     actc_tensor *x = norm_input(4, 1);
     int ds[1] = {8};
     actc_tensor *g = actc_param_new(1, ds, "gamma"), *b = actc_param_new(1, ds, "beta");
     tu_fill_uniform(g, 5, 0.5f, 1.5f);
     tu_fill_uniform(b, 6, -0.5f, 0.5f);
     actc_tensor *in[3] = {x, g, b};
-    check_grad("layernorm (x, gamma, beta)", f_ln, in, 3, NULL, 1e-2f);
-    check_grad("layernorm (no affine)", f_ln_plain, &x, 1, NULL, 1e-2f);
+    tu_check_grad("layernorm (x, gamma, beta)", f_ln, in, 3, NULL, 1e-2f);
+    tu_check_grad("layernorm (no affine)", f_ln_plain, &x, 1, NULL, 1e-2f);
     /* A gamma that is not a parameter is kept EXACT for dx. */
     actc_tensor *gp = actc_tensor_copy(ACTC_MEM_ACT, g);
     gp->requires_grad = 1;
     actc_tensor *in2[3] = {x, gp, b};
-    check_grad("layernorm (plain gamma)", f_ln, in2, 3, NULL, 1e-2f);
+    tu_check_grad("layernorm (plain gamma)", f_ln, in2, 3, NULL, 1e-2f);
     /* Only the affine parameters need gradients. */
     x->requires_grad = 0;
-    check_grad("layernorm (gamma, beta only)", f_ln, in, 3, NULL, 1e-2f);
+    tu_check_grad("layernorm (gamma, beta only)", f_ln, in, 3, NULL, 1e-2f);
     actc_tensor *in3[3] = {x, NULL, b};
-    check_grad("layernorm (beta only)", f_ln, in3, 3, NULL, 1e-2f);
+    tu_check_grad("layernorm (beta only)", f_ln, in3, 3, NULL, 1e-2f);
     actc_tensor_release(gp);
     actc_tensor_release(x);
     actc_tensor_release(g);
     actc_tensor_release(b);
-    assert_int_equal(mem_now(), m0);
+    assert_int_equal(tu_mem_now(), m0);
 }
 
 static void test_rmsnorm(void **state)
 {
     (void)state;
-    const size_t m0 = mem_now();
+    const size_t m0 = tu_mem_now();
     actc_tensor *x = norm_input(7, 1);
     int ds[1] = {8};
     actc_tensor *g = actc_param_new(1, ds, "gamma");
@@ -191,16 +137,16 @@ static void test_rmsnorm(void **state)
     actc_ctx_free(ctx);
 
     actc_tensor *in[2] = {x, g};
-    check_grad("rmsnorm (x, gamma)", f_rms, in, 2, NULL, 1e-2f);
-    check_grad("rmsnorm (no gamma)", f_rms_plain, &x, 1, NULL, 1e-2f);
+    tu_check_grad("rmsnorm (x, gamma)", f_rms, in, 2, NULL, 1e-2f);
+    tu_check_grad("rmsnorm (no gamma)", f_rms_plain, &x, 1, NULL, 1e-2f);
     actc_tensor *gp = actc_tensor_copy(ACTC_MEM_ACT, g);
     gp->requires_grad = 1;
     actc_tensor *in2[2] = {x, gp};
-    check_grad("rmsnorm (plain gamma)", f_rms, in2, 2, NULL, 1e-2f);
+    tu_check_grad("rmsnorm (plain gamma)", f_rms, in2, 2, NULL, 1e-2f);
     actc_tensor_release(gp);
     actc_tensor_release(x);
     actc_tensor_release(g);
-    assert_int_equal(mem_now(), m0);
+    assert_int_equal(tu_mem_now(), m0);
 }
 
 /* Big enough for the parallel paths and several row chunks of the
@@ -209,7 +155,7 @@ static void test_rmsnorm(void **state)
 static void test_norm_large(void **state)
 {
     (void)state;
-    const size_t m0 = mem_now();
+    const size_t m0 = tu_mem_now();
     const int B = 4, T = 100, D = 96, R = B * T;
     int xs[3] = {B, T, D}, ds[1] = {D};
     for (int rms = 0; rms <= 1; rms++) {
@@ -222,7 +168,7 @@ static void test_norm_large(void **state)
             actc_ctx *ctx = actc_ctx_new();
             actc_tensor *y = rms ? actc_rmsnorm(ctx, x, g, 1e-5f) : actc_layernorm(ctx, x, g, b, 1e-5f);
             assert_non_null(y);
-            actc_tensor *loss = wsum(ctx, y);
+            actc_tensor *loss = tu_wsum(ctx, y, 99);
             actc_tensor_release(y);
             assert_int_equal(actc_backward(ctx, loss), ACTC_OK);
             actc_tensor_release(loss);
@@ -267,7 +213,7 @@ static void test_norm_large(void **state)
         actc_tensor_release(g);
         actc_tensor_release(b);
     }
-    assert_int_equal(mem_now(), m0);
+    assert_int_equal(tu_mem_now(), m0);
 }
 
 /* ---- gelu / silu --------------------------------------------------------- */
@@ -294,7 +240,7 @@ static double ref_silu(double x) { return x / (1.0 + exp(-x)); }
 static void test_activations(void **state)
 {
     (void)state;
-    const size_t m0 = mem_now();
+    const size_t m0 = tu_mem_now();
     static const float pts[] = {-1e30f, -100.0f, -20.0f, -10.0f, -5.0f, -3.0f, -1.0f, -0.5f, -1e-3f, 0.0f,
                                 1e-3f,  0.5f,    1.0f,   2.0f,   3.0f,  5.0f,  10.0f, 20.0f, 100.0f, 1e30f};
     int n = (int)(sizeof pts / sizeof pts[0]);
@@ -325,17 +271,17 @@ static void test_activations(void **state)
 
     int xs[3] = {2, 3, 7};
     actc_tensor *x3 = tu_rand(3, xs, 30, -4, 4, 1);
-    check_grad("gelu [2,3,7]", f_gelu, &x3, 1, NULL, 1e-2f);
-    check_grad("silu [2,3,7]", f_silu, &x3, 1, NULL, 1e-2f);
+    tu_check_grad("gelu [2,3,7]", f_gelu, &x3, 1, NULL, 1e-2f);
+    tu_check_grad("silu [2,3,7]", f_silu, &x3, 1, NULL, 1e-2f);
     actc_tensor_release(x3);
-    assert_int_equal(mem_now(), m0);
+    assert_int_equal(tu_mem_now(), m0);
 }
 
 /* Larger than the parallel threshold: gradients against the closed forms. */
 static void test_activations_large(void **state)
 {
     (void)state;
-    const size_t m0 = mem_now();
+    const size_t m0 = tu_mem_now();
     int xs[3] = {4, 128, 160};
     actc_tensor *x = tu_rand(3, xs, 31, -8, 8, 1);
     for (int k = 0; k < 2; k++) {
@@ -352,7 +298,7 @@ static void test_activations_large(void **state)
             assert_true(fabs(y->data[i] - ref) < 1e-6 + 2e-6 * fabs(ref));
         }
         actc_tensor_release(y);
-        actc_tensor *loss = wsum(ctx, z);
+        actc_tensor *loss = tu_wsum(ctx, z, 99);
         actc_tensor_release(z);
         assert_int_equal(actc_backward(ctx, loss), ACTC_OK);
         actc_tensor_release(loss);
@@ -365,7 +311,7 @@ static void test_activations_large(void **state)
         actc_tensor_release(w);
     }
     actc_tensor_release(x);
-    assert_int_equal(mem_now(), m0);
+    assert_int_equal(tu_mem_now(), m0);
 }
 
 /* ---- mul ----------------------------------------------------------------- */
@@ -395,7 +341,7 @@ static actc_tensor *f_swiglu(actc_ctx *ctx, actc_tensor **in, void *user)
 static void test_mul(void **state)
 {
     (void)state;
-    const size_t m0 = mem_now();
+    const size_t m0 = tu_mem_now();
     int xs[3] = {2, 3, 5};
     actc_tensor *a = tu_rand(3, xs, 40, -2, 2, 1), *b = tu_rand(3, xs, 41, -2, 2, 1);
     actc_ctx *ctx = actc_ctx_new();
@@ -405,20 +351,20 @@ static void test_mul(void **state)
     actc_tensor_release(y);
     actc_ctx_free(ctx);
     actc_tensor *in[2] = {a, b};
-    check_grad("mul (a, b)", f_mul, in, 2, NULL, 1e-2f);
-    check_grad("mul (a, a)", f_square, &a, 1, NULL, 1e-2f);
-    check_grad("swiglu mul(silu(a), b)", f_swiglu, in, 2, NULL, 1e-2f);
+    tu_check_grad("mul (a, b)", f_mul, in, 2, NULL, 1e-2f);
+    tu_check_grad("mul (a, a)", f_square, &a, 1, NULL, 1e-2f);
+    tu_check_grad("swiglu mul(silu(a), b)", f_swiglu, in, 2, NULL, 1e-2f);
     b->requires_grad = 0;
-    check_grad("mul (a only)", f_mul, in, 2, NULL, 1e-2f);
+    tu_check_grad("mul (a only)", f_mul, in, 2, NULL, 1e-2f);
     /* A parameter factor is read in place rather than saved. */
     actc_tensor *p = actc_param_new(3, xs, "scale");
     tu_fill_uniform(p, 42, -2, 2);
     actc_tensor *in2[2] = {a, p};
-    check_grad("mul (a, param)", f_mul, in2, 2, NULL, 1e-2f);
+    tu_check_grad("mul (a, param)", f_mul, in2, 2, NULL, 1e-2f);
     actc_tensor_release(p);
     actc_tensor_release(a);
     actc_tensor_release(b);
-    assert_int_equal(mem_now(), m0);
+    assert_int_equal(tu_mem_now(), m0);
 }
 
 /* ---- embedding ----------------------------------------------------------- */
@@ -447,7 +393,7 @@ static actc_tensor *f_emb_ln(actc_ctx *ctx, actc_tensor **in, void *user)
 static void test_embedding(void **state)
 {
     (void)state;
-    const size_t m0 = mem_now();
+    const size_t m0 = tu_mem_now();
     const int V = 10, D = 6, B = 2, T = 4;
     int ws[2] = {V, D}, ds[1] = {D};
     actc_tensor *w = actc_param_new(2, ws, "wte");
@@ -465,16 +411,16 @@ static void test_embedding(void **state)
     actc_ctx_free(ctx);
 
     emb_user u = {ids, B, T};
-    check_grad("embedding (weight)", f_emb, &w, 1, &u, 1e-2f);
+    tu_check_grad("embedding (weight)", f_emb, &w, 1, &u, 1e-2f);
     actc_tensor *g = actc_param_new(1, ds, "gamma"), *b = actc_param_new(1, ds, "beta");
     tu_fill_uniform(g, 51, 0.5f, 1.5f);
     tu_fill_uniform(b, 52, -0.5f, 0.5f);
     actc_tensor *in[3] = {w, g, b};
-    check_grad("embedding -> layernorm", f_emb_ln, in, 3, &u, 1e-2f);
+    tu_check_grad("embedding -> layernorm", f_emb_ln, in, 3, &u, 1e-2f);
     actc_tensor_release(g);
     actc_tensor_release(b);
     actc_tensor_release(w);
-    assert_int_equal(mem_now(), m0);
+    assert_int_equal(tu_mem_now(), m0);
 }
 
 /* Parallel path (several column blocks, one partial): dW against a serial
@@ -482,7 +428,7 @@ static void test_embedding(void **state)
 static void test_embedding_large(void **state)
 {
     (void)state;
-    const size_t m0 = mem_now();
+    const size_t m0 = tu_mem_now();
     const int V = 50, D = 40, B = 8, T = 128;
     int ws[2] = {V, D};
     actc_tensor *w = actc_param_new(2, ws, "wte");
@@ -491,7 +437,7 @@ static void test_embedding_large(void **state)
     for (int i = 0; i < B * T; i++) ids[i] = (int32_t)(actc_rand_uniform(61, (uint64_t)i) * 17.0f) * 3 % V;
     actc_ctx *ctx = actc_ctx_new();
     actc_tensor *y = actc_embedding(ctx, ids, B, T, w);
-    actc_tensor *loss = wsum(ctx, y);
+    actc_tensor *loss = tu_wsum(ctx, y, 99);
     actc_tensor_release(y);
     assert_int_equal(actc_backward(ctx, loss), ACTC_OK);
     actc_tensor_release(loss);
@@ -503,7 +449,7 @@ static void test_embedding_large(void **state)
     free(ref);
     free(ids);
     actc_tensor_release(w);
-    assert_int_equal(mem_now(), m0);
+    assert_int_equal(tu_mem_now(), m0);
 }
 
 /* ---- bad input ----------------------------------------------------------- */
@@ -511,7 +457,7 @@ static void test_embedding_large(void **state)
 static void test_bad_input(void **state)
 {
     (void)state;
-    const size_t m0 = mem_now();
+    const size_t m0 = tu_mem_now();
     actc_ctx *ctx = actc_ctx_new();
     int xs[3] = {2, 3, 8}, d7[1] = {7}, d8[1] = {8}, m2[2] = {2, 8}, ws[2] = {5, 4};
     actc_tensor *x = tu_rand(3, xs, 70, -1, 1, 1);
@@ -548,7 +494,7 @@ static void test_bad_input(void **state)
     actc_tensor_release(g8);
     actc_tensor_release(g2);
     actc_tensor_release(w);
-    assert_int_equal(mem_now(), m0);
+    assert_int_equal(tu_mem_now(), m0);
 }
 
 /* ---- store accounting ---------------------------------------------------- */
@@ -556,7 +502,7 @@ static void test_bad_input(void **state)
 static void test_store_bytes(void **state)
 {
     (void)state;
-    const size_t m0 = mem_now();
+    const size_t m0 = tu_mem_now();
     const size_t B = 2, T = 5, D = 16, V = 200, n = B * T * D;
     int xs[3] = {(int)B, (int)T, (int)D}, ds[1] = {(int)D}, ws[2] = {(int)V, (int)D}, wbig[2] = {300, (int)D};
     actc_tensor *x = tu_rand(3, xs, 80, -1, 1, 1), *x2 = tu_rand(3, xs, 81, -1, 1, 1);
@@ -576,27 +522,27 @@ static void test_store_bytes(void **state)
     for (int bf = 0; bf <= 1; bf++) {
         assert_int_equal(actc_ctx_set_policy(ctx, bf ? "bf16" : "none"), ACTC_OK);
         const size_t act = bf ? 2 : 4; /* bytes per ACT element */
-        assert_int_equal(stored_after(ctx, actc_layernorm(ctx, x, g, b, 1e-5f)), act * n + 8 * B * T);
-        assert_int_equal(stored_after(ctx, actc_rmsnorm(ctx, x, g, 1e-5f)), act * n + 4 * B * T);
-        assert_int_equal(stored_after(ctx, actc_gelu(ctx, x)), act * n);
-        assert_int_equal(stored_after(ctx, actc_silu(ctx, x)), act * n);
-        assert_int_equal(stored_after(ctx, actc_mul(ctx, x, x2)), 2 * act * n);
-        assert_int_equal(stored_after(ctx, actc_mul(ctx, x, x)), act * n); /* de-duplicated */
+        assert_int_equal(tu_stored_after(ctx, actc_layernorm(ctx, x, g, b, 1e-5f)), act * n + 8 * B * T);
+        assert_int_equal(tu_stored_after(ctx, actc_rmsnorm(ctx, x, g, 1e-5f)), act * n + 4 * B * T);
+        assert_int_equal(tu_stored_after(ctx, actc_gelu(ctx, x)), act * n);
+        assert_int_equal(tu_stored_after(ctx, actc_silu(ctx, x)), act * n);
+        assert_int_equal(tu_stored_after(ctx, actc_mul(ctx, x, x2)), 2 * act * n);
+        assert_int_equal(tu_stored_after(ctx, actc_mul(ctx, x, x)), act * n); /* de-duplicated */
         /* Ids are lossless INDEX whatever the policy: 1 byte for V <= 256, else 2. */
-        assert_int_equal(stored_after(ctx, actc_embedding(ctx, ids, (int)B, (int)T, w)), B * T);
-        assert_int_equal(stored_after(ctx, actc_embedding(ctx, ids_big, (int)B, (int)T, wb)), 2 * B * T);
+        assert_int_equal(tu_stored_after(ctx, actc_embedding(ctx, ids, (int)B, (int)T, w)), B * T);
+        assert_int_equal(tu_stored_after(ctx, actc_embedding(ctx, ids_big, (int)B, (int)T, wb)), 2 * B * T);
         /* Only what a required gradient needs. */
         x2->requires_grad = 0;
-        assert_int_equal(stored_after(ctx, actc_mul(ctx, x, x2)), act * n); /* b's value for da */
-        assert_int_equal(stored_after(ctx, actc_mul(ctx, x2, x)), act * n);
+        assert_int_equal(tu_stored_after(ctx, actc_mul(ctx, x, x2)), act * n); /* b's value for da */
+        assert_int_equal(tu_stored_after(ctx, actc_mul(ctx, x2, x)), act * n);
         x->requires_grad = 0;
-        assert_int_equal(stored_after(ctx, actc_layernorm(ctx, x, NULL, b, 1e-5f)), 0); /* dbeta: dy only */
-        assert_int_equal(stored_after(ctx, actc_layernorm(ctx, x, g, b, 1e-5f)), act * n + 8 * B * T);
+        assert_int_equal(tu_stored_after(ctx, actc_layernorm(ctx, x, NULL, b, 1e-5f)), 0); /* dbeta: dy only */
+        assert_int_equal(tu_stored_after(ctx, actc_layernorm(ctx, x, g, b, 1e-5f)), act * n + 8 * B * T);
         actc_tensor *gp = actc_tensor_copy(ACTC_MEM_ACT, g);
         x->requires_grad = 1;
         /* A plain gamma is kept EXACT (4 bytes per element) for dx. */
-        assert_int_equal(stored_after(ctx, actc_layernorm(ctx, x, gp, b, 1e-5f)), act * n + 8 * B * T + 4 * D);
-        assert_int_equal(stored_after(ctx, actc_rmsnorm(ctx, x, gp, 1e-5f)), act * n + 4 * B * T + 4 * D);
+        assert_int_equal(tu_stored_after(ctx, actc_layernorm(ctx, x, gp, b, 1e-5f)), act * n + 8 * B * T + 4 * D);
+        assert_int_equal(tu_stored_after(ctx, actc_rmsnorm(ctx, x, gp, 1e-5f)), act * n + 4 * B * T + 4 * D);
         actc_tensor_release(gp);
         x2->requires_grad = 1;
     }
@@ -622,7 +568,7 @@ static void test_store_bytes(void **state)
     actc_tensor_release(w);
     actc_tensor_release(wn);
     actc_tensor_release(wb);
-    assert_int_equal(mem_now(), m0);
+    assert_int_equal(tu_mem_now(), m0);
 }
 
 /* A small transformer MLP block end to end under bf16: runs, and the store is
@@ -630,7 +576,7 @@ static void test_store_bytes(void **state)
 static void test_block_bf16(void **state)
 {
     (void)state;
-    const size_t m0 = mem_now();
+    const size_t m0 = tu_mem_now();
     const int V = 64, D = 32, B = 2, T = 16;
     int ws[2] = {V, D}, ds[1] = {D}, ls[2] = {D, D};
     actc_tensor *wte = actc_param_new(2, ws, "wte"), *g = actc_param_new(1, ds, "g");
@@ -650,7 +596,7 @@ static void test_block_bf16(void **state)
     actc_tensor *s = actc_silu(ctx, a);
     actc_tensor *m = actc_mul(ctx, s, c);
     actc_tensor *r = actc_add(ctx, m, e);
-    actc_tensor *loss = wsum(ctx, r);
+    actc_tensor *loss = tu_wsum(ctx, r, 99);
     actc_tensor *all[] = {e, h, a, c, s, m, r};
     for (int i = 0; i < 7; i++) {
         assert_non_null(all[i]);
@@ -667,14 +613,7 @@ static void test_block_bf16(void **state)
     actc_ctx_free(ctx);
     actc_tensor *ps[] = {wte, g, w1, w2};
     for (int i = 0; i < 4; i++) actc_tensor_release(ps[i]);
-    assert_int_equal(mem_now(), m0);
-}
-
-static int report(void **state)
-{
-    (void)state;
-    print_message("worst gradcheck rel err over all checks: %.3g\n", g_worst);
-    return 0;
+    assert_int_equal(tu_mem_now(), m0);
 }
 
 int main(void)
@@ -693,5 +632,5 @@ int main(void)
         cmocka_unit_test(test_store_bytes),
         cmocka_unit_test(test_block_bf16),
     };
-    return cmocka_run_group_tests(tests, NULL, report);
+    return cmocka_run_group_tests(tests, NULL, tu_grad_report);
 }

@@ -4,6 +4,7 @@
  * allocator are back to where they started after backward. */
 #include "testutil.h"
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static size_t context_bytes(void)
@@ -17,12 +18,6 @@ static size_t act_bytes(void)
     actc_mem_stats m;
     actc_mem_get_stats(&m);
     return m.current[ACTC_MEM_ACT];
-}
-static size_t total_bytes(void)
-{
-    actc_mem_stats m;
-    actc_mem_get_stats(&m);
-    return m.current_total;
 }
 static actc_store_stats store_stats(actc_ctx *ctx)
 {
@@ -98,12 +93,106 @@ static void backward_sum(actc_ctx *ctx, actc_tensor *y)
     assert_int_equal(actc_tape_size(ctx), 0);
 }
 
+/* y = copy of x, saving x once as ACT; backward reads the save row by row
+ * (actc_load_rows) and checks every row against the whole decode, then
+ * hands the gradient over with actc_grad_adopt. */
+static float g_rows_err;
+static actc_status rows_backward(actc_ctx *ctx, actc_node *node)
+{
+    actc_tensor *x = node->inputs[0];
+    const int rows = x->shape[0];
+    const size_t d = x->numel / (size_t)rows;
+    float *buf = malloc(2 * d * sizeof *buf);
+    assert_non_null(buf);
+    g_rows_err = 0;
+    for (int r = rows - 1; r >= 0; r--) { /* any order, any number of times */
+        assert_int_equal(actc_load_rows(ctx, node, 0, r, 1, buf), ACTC_OK);
+        for (size_t i = 0; i < d; i++) {
+            float e = fabsf(buf[i] - x->data[(size_t)r * d + i]);
+            if (e > g_rows_err) g_rows_err = e;
+        }
+    }
+    assert_int_equal(actc_load_rows(ctx, node, 0, rows - 2, 2, buf), ACTC_OK);
+    assert_int_equal(actc_load_rows(ctx, node, 0, rows - 1, 2, buf), ACTC_ERR_INVALID);
+    assert_int_equal(actc_load_rows(ctx, node, 0, -1, 1, buf), ACTC_ERR_INVALID);
+    assert_int_equal(actc_load_rows(ctx, node, 1, 0, 1, buf), ACTC_ERR_INVALID);
+    actc_clear_error();
+    /* The save is still there for a whole load, then gone. */
+    actc_tensor *t = actc_load(ctx, node, 0);
+    assert_non_null(t);
+    actc_tensor_release(t);
+    assert_int_equal(actc_load_rows(ctx, node, 0, 0, 1, buf), ACTC_ERR_STATE);
+    actc_clear_error();
+    free(buf);
+    return actc_grad_adopt(ctx, x, actc_grad_take(node));
+}
+
+static void test_load_rows_and_adopt(void **state)
+{
+    (void)state;
+    size_t m0 = tu_mem_now();
+    int s[3] = {5, 3, 37}; /* rows of 111 elements: not a multiple of 8 or 256 */
+    const char *policies[] = {"none", "bf16", "quant:4", "actnn:2"};
+    const float tol[] = {0.0f, 0.01f, 0.2f, 1.1f};
+    for (int p = 0; p < 4; p++) {
+        actc_tensor *x = tu_rand(3, s, 4, -1, 1, 1);
+        actc_ctx *ctx = actc_ctx_new();
+        assert_int_equal(actc_ctx_set_policy(ctx, policies[p]), ACTC_OK);
+        actc_tensor *y = actc_tensor_copy(ACTC_MEM_ACT, x);
+        actc_node *node;
+        assert_int_equal(actc_node_new2(ctx, "t_rows", rows_backward, y, 1, &x, &node), ACTC_OK);
+        assert_int_equal(actc_save(ctx, node, x, ACTC_SAVE_ACT), ACTC_OK);
+        size_t act0 = act_bytes();
+        backward_sum(ctx, y);
+        print_message("%-8s rows vs input: max error %g\n", policies[p], (double)g_rows_err);
+        assert_true(g_rows_err <= tol[p]);
+        /* The output's gradient (all ones) became x's gradient. */
+        for (size_t i = 0; i < x->numel; i++) assert_true(x->grad->data[i] == 1.0f);
+        assert_true(act_bytes() <= act0 + x->numel * sizeof(float));
+        actc_ctx_free(ctx);
+        actc_tensor_release(x);
+    }
+    assert_int_equal(tu_mem_now(), m0);
+}
+
+/* actc_grad_adopt: a fresh gradient takes the buffer (no copy: the bytes
+ * move from SCRATCH to ACT), an existing one adds it, a wrong shape fails. */
+static void test_grad_adopt(void **state)
+{
+    (void)state;
+    size_t m0 = tu_mem_now();
+    int s[2] = {4, 6}, s2[2] = {6, 4};
+    actc_tensor *t = tu_rand(2, s, 5, -1, 1, 1);
+    actc_ctx *ctx = actc_ctx_new();
+    actc_tensor *g = tu_rand(2, s, 6, -1, 1, 0);
+    actc_mem_stats a, b;
+    actc_tensor *gs = actc_tensor_copy(ACTC_MEM_SCRATCH, g);
+    actc_mem_get_stats(&a);
+    assert_int_equal(actc_grad_adopt(ctx, t, gs), ACTC_OK);
+    actc_mem_get_stats(&b);
+    assert_ptr_equal(t->grad, gs);
+    assert_int_equal(b.current_total, a.current_total);
+    assert_int_equal(b.current[ACTC_MEM_SCRATCH] + 96, a.current[ACTC_MEM_SCRATCH]);
+    assert_int_equal(b.current[ACTC_MEM_ACT], a.current[ACTC_MEM_ACT] + 96);
+    assert_int_equal(actc_grad_adopt(ctx, t, actc_tensor_copy(ACTC_MEM_SCRATCH, g)), ACTC_OK);
+    for (size_t i = 0; i < t->numel; i++) assert_true(t->grad->data[i] == 2 * g->data[i]);
+    assert_int_equal(actc_grad_adopt(ctx, t, tu_rand(2, s2, 7, -1, 1, 0)), ACTC_ERR_INVALID);
+    actc_clear_error();
+    assert_int_equal(actc_grad_adopt(ctx, g, actc_tensor_copy(ACTC_MEM_SCRATCH, g)), ACTC_OK); /* no grad wanted */
+    assert_null(g->grad);
+    actc_tensor_drop_grad(t);
+    actc_tensor_release(g);
+    actc_tensor_release(t);
+    actc_ctx_free(ctx);
+    assert_int_equal(tu_mem_now(), m0);
+}
+
 /* ---- tests --------------------------------------------------------------- */
 
 static void test_relu_mask_bytes(void **state)
 {
     (void)state;
-    size_t m0 = total_bytes(), c0 = context_bytes();
+    size_t m0 = tu_mem_now(), c0 = context_bytes();
     int s[3] = {3, 5, 7}; /* 105 elements: not a multiple of 8 */
     actc_tensor *x = tu_rand(3, s, 1, -1, 1, 1);
     actc_ctx *ctx = actc_ctx_new();
@@ -119,13 +208,13 @@ static void test_relu_mask_bytes(void **state)
     assert_int_equal(context_bytes(), c0);
     actc_ctx_free(ctx);
     actc_tensor_release(x);
-    assert_int_equal(total_bytes(), m0);
+    assert_int_equal(tu_mem_now(), m0);
 }
 
 static void test_mask_and_act_counted_once(void **state)
 {
     (void)state;
-    size_t m0 = total_bytes();
+    size_t m0 = tu_mem_now();
     int s[4] = {2, 3, 4, 4}, cs[1] = {3};
     const size_t n = 96;
     actc_tensor *x = tu_rand(4, s, 2, -1, 1, 1);
@@ -182,13 +271,13 @@ static void test_mask_and_act_counted_once(void **state)
     actc_tensor_release(g);
     actc_tensor_release(b);
     actc_tensor_release(x);
-    assert_int_equal(total_bytes(), m0);
+    assert_int_equal(tu_mem_now(), m0);
 }
 
 static void test_maxpool_index_bytes(void **state)
 {
     (void)state;
-    size_t m0 = total_bytes();
+    size_t m0 = tu_mem_now();
     int s[4] = {2, 3, 8, 8};
     actc_tensor *x = tu_rand(4, s, 4, -1, 1, 1);
     actc_ctx *ctx = actc_ctx_new();
@@ -215,7 +304,7 @@ static void test_maxpool_index_bytes(void **state)
     actc_ctx_free(ctx);
     actc_tensor_release(xb);
     actc_tensor_release(x);
-    assert_int_equal(total_bytes(), m0);
+    assert_int_equal(tu_mem_now(), m0);
 }
 
 /* batchnorm -> relu -> maxpool on x[2,3,8,8] under a policy. */
@@ -227,7 +316,7 @@ typedef struct {
 
 static void run_chain(const char *policy, int release_early, chain_result *res)
 {
-    size_t m0 = total_bytes(), c0 = context_bytes();
+    size_t m0 = tu_mem_now(), c0 = context_bytes();
     int s[4] = {2, 3, 8, 8}, cs[1] = {3};
     actc_tensor *x = tu_rand(4, s, 6, -1, 1, 1);
     tu_fill_distinct(x, 7, -2.0f, 2.0f, 0.0f);
@@ -269,7 +358,7 @@ static void run_chain(const char *policy, int release_early, chain_result *res)
     actc_tensor_release(g);
     actc_tensor_release(b);
     actc_tensor_release(x);
-    assert_int_equal(total_bytes(), m0); /* no leaks */
+    assert_int_equal(tu_mem_now(), m0); /* no leaks */
 }
 
 static void test_chain_policies(void **state)
@@ -315,7 +404,7 @@ static void test_chain_policies(void **state)
 static void test_dedup(void **state)
 {
     (void)state;
-    size_t m0 = total_bytes();
+    size_t m0 = tu_mem_now();
     int s[4] = {2, 3, 4, 4}, cs[1] = {3};
     const size_t n = 96;
     actc_tensor *x = tu_rand(4, s, 10, -1, 1, 1);
@@ -359,7 +448,7 @@ static void test_dedup(void **state)
     actc_tensor_drop_grad(x);
     actc_tensor_release(g);
     actc_tensor_release(x);
-    assert_int_equal(total_bytes(), m0);
+    assert_int_equal(tu_mem_now(), m0);
 }
 
 /* Dropout's keep mask is a MASK save; cross-entropy's logits are ACT and
@@ -367,7 +456,7 @@ static void test_dedup(void **state)
 static void test_dropout_ce_saves(void **state)
 {
     (void)state;
-    size_t m0 = total_bytes();
+    size_t m0 = tu_mem_now();
     int s[2] = {8, 10};
     actc_tensor *x = tu_rand(2, s, 12, -1, 1, 1);
     int32_t labels[8] = {0, 1, 2, 3, 4, 5, 6, 7};
@@ -389,13 +478,15 @@ static void test_dropout_ce_saves(void **state)
         actc_tensor_drop_grad(x);
     }
     actc_tensor_release(x);
-    assert_int_equal(total_bytes(), m0);
+    assert_int_equal(tu_mem_now(), m0);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_relu_mask_bytes),
+        cmocka_unit_test(test_load_rows_and_adopt),
+        cmocka_unit_test(test_grad_adopt),
         cmocka_unit_test(test_mask_and_act_counted_once),
         cmocka_unit_test(test_maxpool_index_bytes),
         cmocka_unit_test(test_chain_policies),

@@ -109,12 +109,14 @@ static actc_status wsum_backward(actc_ctx *ctx, actc_node *node)
     return ACTC_OK;
 }
 
-static actc_tensor *wsum(actc_ctx *ctx, actc_tensor *x, int rseed)
+actc_tensor *tu_wsum(actc_ctx *ctx, actc_tensor *x, int rseed)
 {
     int one = 1;
     actc_tensor *y = actc_tensor_new(ACTC_MEM_ACT, 1, &one);
+    assert_non_null(y);
     y->data[0] = (float)weighted_sum(x, (uint64_t)rseed);
-    actc_node *node = actc_node_new(ctx, "wsum", wsum_backward, y, 1, &x);
+    actc_node *node;
+    assert_int_equal(actc_node_new2(ctx, "wsum", wsum_backward, y, 1, &x, &node), ACTC_OK);
     if (node) node->iattr[0] = rseed;
     return y;
 }
@@ -141,7 +143,7 @@ double tu_gradcheck(tu_forward_fn f, actc_tensor **in, int n, void *user, float 
         if (in[i]) actc_tensor_drop_grad(in[i]);
     actc_tensor *out = f(ctx, in, user);
     assert_non_null(out);
-    actc_tensor *loss = wsum(ctx, out, rseed);
+    actc_tensor *loss = tu_wsum(ctx, out, rseed);
     actc_tensor_release(out);
     actc_status s = actc_backward(ctx, loss);
     if (s != ACTC_OK) fail_msg("backward failed: %s", actc_last_error());
@@ -175,4 +177,46 @@ double tu_gradcheck(tu_forward_fn f, actc_tensor **in, int n, void *user, float 
         actc_tensor_drop_grad(t);
     }
     return worst;
+}
+
+static double g_grad_worst = 0.0; /* worst tu_check_grad error of the program */
+
+void tu_check_grad(const char *what, tu_forward_fn f, actc_tensor **in, int n, void *user, float eps)
+{
+    double err = tu_gradcheck(f, in, n, user, eps);
+    print_message("gradcheck %-40s worst rel err %.3g\n", what, err);
+    if (err > g_grad_worst) g_grad_worst = err;
+    assert_true(err < TU_GRAD_TOL);
+}
+
+int tu_grad_report(void **state)
+{
+    (void)state;
+    print_message("worst gradcheck rel err over all checks: %.3g\n", g_grad_worst);
+    return 0;
+}
+
+size_t tu_mem_now(void)
+{
+    actc_mem_stats m;
+    actc_mem_get_stats(&m);
+    return m.current_total;
+}
+
+size_t tu_stored_after(actc_ctx *ctx, actc_tensor *y)
+{
+    assert_non_null(y);
+    actc_store_stats st;
+    actc_store_get_stats(ctx, &st);
+    actc_tensor_release(y);
+    actc_ctx_reset(ctx);
+    return st.stored_bytes;
+}
+
+float *tu_dup_floats(const float *p, size_t n)
+{
+    float *d = malloc(n * sizeof *d);
+    assert_non_null(d);
+    memcpy(d, p, n * sizeof *d);
+    return d;
 }

@@ -17,6 +17,19 @@ typedef actc_tensor *(*tu_forward_fn)(actc_ctx *ctx, actc_tensor **in, void *use
  * central differences with step eps.  Returns the worst norm-wise relative
  * error ||ga - gn|| / max(||ga||, ||gn||, 1e-6) over the inputs. */
 double tu_gradcheck(tu_forward_fn f, actc_tensor **in, int n, void *user, float eps);
+/* Largest tu_gradcheck error tu_check_grad accepts. */
+#define TU_GRAD_TOL 1e-3
+/* tu_gradcheck under a name: prints "gradcheck WHAT worst rel err E" (WHAT
+ * padded to 40 columns), asserts E < TU_GRAD_TOL and keeps the worst E of the
+ * program for tu_grad_report. */
+void tu_check_grad(const char *what, tu_forward_fn f, actc_tensor **in, int n, void *user, float eps);
+/* cmocka group teardown: prints the worst error tu_check_grad saw; 0. */
+int tu_grad_report(void **state);
+/* sum(x * R) as a scalar loss node, R[i] = actc_rand_uniform(rseed, i) - 0.5
+ * (fixed, uniform in [-0.5, 0.5)), summed in double; its backward adds
+ * dL * R to x's gradient.  For backward passes on tensors too big for finite
+ * differences (tu_gradcheck uses it too). */
+actc_tensor *tu_wsum(actc_ctx *ctx, actc_tensor *x, int rseed);
 
 /* Assert the call failed (y == NULL) with ACTC_ERR_INVALID and a message
  * containing needle (if not NULL); clears the error. */
@@ -34,6 +47,14 @@ void tu_fill_distinct(actc_tensor *t, uint64_t seed, float lo, float hi, float m
 actc_tensor *tu_rand(int ndim, const int *shape, uint64_t seed, float lo, float hi, int requires_grad);
 /* Max absolute difference of two same-shaped arrays. */
 double tu_max_abs_diff(const float *a, const float *b, size_t n);
+/* A malloc'ed copy of n floats (free it). */
+float *tu_dup_floats(const float *p, size_t n);
+/* Bytes of every memory category live now (actc_mem_stats.current_total):
+ * take it when a test starts and compare at its end. */
+size_t tu_mem_now(void);
+/* Store bytes held right after the forward call that made y; then releases
+ * y and drops the tape (actc_ctx_reset). */
+size_t tu_stored_after(actc_ctx *ctx, actc_tensor *y);
 /* Create a fresh directory /tmp/PREFIX_XXXXXX into buf: 0, or -1 on failure
  * (usable as a cmocka group setup result). */
 int tu_make_temp_dir(char *buf, size_t cap, const char *prefix);

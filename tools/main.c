@@ -1,11 +1,12 @@
 /* actc: the command-line front end. */
 #include "cli.h"
-#include <malloc.h>
+#include "malloc_conf.h"
 #include <string.h>
 
 int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_maxbatch(int argc, char **argv);
+int cmd_variance(int argc, char **argv);
 
 static void usage(FILE *f)
 {
@@ -15,31 +16,22 @@ static void usage(FILE *f)
             "commands:\n"
             "  train      train a model (progress, memory table, --log, --save/--resume)\n"
             "  eval       evaluate a checkpoint on the test set\n"
-            "  maxbatch   largest batch whose training step fits a memory budget\n\n"
+            "  maxbatch   largest batch whose training step fits a memory budget\n"
+            "  variance   gradient variance from compression vs minibatch sampling, per layer\n\n"
             "models (--model):\n%s\n"
             "compression policies (--compress):\n%s\n"
             "examples:\n"
             "  actc train --model resnet20 --compress none --epochs 1 --batch 128\n"
             "  actc train --model resnet20 --epochs 3 --save r20.ckpt --log r20.jsonl\n"
             "  actc eval --checkpoint r20.ckpt\n"
-            "  actc maxbatch --budget 2GiB --model resnet18 --compress bf16\n",
+            "  actc maxbatch --budget 2GiB --model resnet18 --compress bf16\n"
+            "  actc variance --model resnet20 --compress bf16 --batch 64 --repeats 4\n",
             ACTC_VERSION, actc_model_list(), actc_policy_list());
-}
-
-/* Training allocates and frees the same large tensors every step.  glibc
- * serves blocks above its mmap threshold with fresh mappings and gives freed
- * heap tops back to the kernel, so every step would page-fault its working set
- * in again (measured: 30% of a ResNet-20 step).  Keeping freed memory in the
- * heap costs no extra peak: the peak is the same set of live blocks. */
-static void keep_freed_memory(void)
-{
-    mallopt(M_MMAP_THRESHOLD, 256 << 20);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
 int main(int argc, char **argv)
 {
-    keep_freed_memory();
+    actc_setup_malloc();
     if (argc < 2) {
         usage(stderr);
         return 2;
@@ -56,6 +48,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "train")) return cmd_train(argc, argv);
     if (!strcmp(cmd, "eval")) return cmd_eval(argc, argv);
     if (!strcmp(cmd, "maxbatch")) return cmd_maxbatch(argc, argv);
-    fprintf(stderr, "error: unknown command '%s' (train, eval, maxbatch; see actc --help)\n", cmd);
+    if (!strcmp(cmd, "variance")) return cmd_variance(argc, argv);
+    fprintf(stderr, "error: unknown command '%s' (train, eval, maxbatch, variance; see actc --help)\n", cmd);
     return 2;
 }

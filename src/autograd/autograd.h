@@ -8,6 +8,7 @@
 
 typedef struct {
     uint64_t tensor_id;
+    uint64_t stable_key;     /* the save's key (policy_iface.h)             */
     actc_save_kind kind;
     const actc_codec *codec;
     actc_codec_args args;
@@ -49,6 +50,9 @@ struct actc_ctx {
 
 /* Store internals used by the tape. */
 void actc__store_release_node(actc_ctx *ctx, actc_node *node);
+/* Hand the policy's observe_grad the gradient statistics of node's output
+ * (a no-op unless the policy asks for them and the node holds ACT saves). */
+void actc__store_observe_grad(actc_ctx *ctx, actc_node *node);
 void actc__store_clear(actc_ctx *ctx);
 void actc__store_free(actc_ctx *ctx);
 #endif

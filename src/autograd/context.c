@@ -26,6 +26,11 @@ void actc_ctx_free(actc_ctx *ctx)
     free(ctx);
 }
 
+void actc_ctx_freeze_policy(actc_ctx *ctx, int frozen)
+{
+    if (ctx && ctx->policy) ctx->policy->frozen = frozen != 0;
+}
+
 actc_status actc__ctx_install_policy(actc_ctx *ctx, actc_policy *p)
 {
     if (ctx->n_nodes) {

@@ -22,6 +22,7 @@ typedef struct {
     actc_save_kind kind;
     const actc_tensor *t;    /* the tensor being saved (data readable)        */
     uint64_t step;           /* training step                                 */
+    const actc_node *node;   /* the saving node (its inputs' shapes, attrs)   */
 } actc_save_desc;
 
 typedef struct actc_policy actc_policy;
@@ -31,10 +32,20 @@ struct actc_policy {
      * derived from (seed, step, stable_key); a policy may replace it. */
     actc_status (*choose)(actc_policy *p, const actc_save_desc *d, const actc_codec **codec,
                           actc_codec_args *args);
+    /* Gradient statistics for sensitivity-based policies; may be NULL (then
+     * the engine computes nothing).  During backward, before a node's
+     * backward function runs, the engine passes the stable keys of the node's
+     * ACT saves and the mean over samples (first axis of the node's output)
+     * of the squared L2 norm of the gradient reaching that output: the
+     * ||grad H^(l)_n||^2 of ActNN's sensitivity (its "moving average of the
+     * gradient magnitude across samples" is kept by the policy). */
+    void (*observe_grad)(actc_policy *p, const uint64_t *keys, int n_keys, double grad_sq_per_sample);
     /* Called after each backward pass (per-layer re-allocation etc.); may be NULL. */
     void (*after_backward)(actc_policy *p, actc_ctx *ctx);
     void (*destroy)(actc_policy *p);
     void *state;
+    int frozen;              /* set by actc_ctx_freeze_policy: the engine then
+                                calls neither observe_grad nor after_backward */
 };
 
 /* Give ctx a new policy (it takes ownership; the old one is destroyed).

@@ -135,7 +135,7 @@ actc_status actc_save(actc_ctx *ctx, actc_node *node, const actc_tensor *t, actc
     args.ndim = t->ndim;
     memcpy(args.shape, t->shape, sizeof args.shape);
     actc_save_desc d = {node->op, node->scope_, k, node->index_, stable_key(ctx, node, k), kind, t,
-                        ctx->step};
+                        ctx->step, node};
     args.key = actc_rng_key(ctx->seed ^ 0x53544F5245ULL, ctx->step, d.stable_key);
     const actc_codec *codec = NULL;
     switch (kind) {
@@ -170,6 +170,7 @@ actc_status actc_save(actc_ctx *ctx, actc_node *node, const actc_tensor *t, actc
     }
     codec->encode(&args, t->data, t->numel, e->blob);
     e->tensor_id = t->id;
+    e->stable_key = d.stable_key;
     e->kind = kind;
     e->codec = codec;
     e->args = args;
@@ -229,6 +230,33 @@ actc_tensor *actc_load(actc_ctx *ctx, actc_node *node, int k)
     return t;
 }
 
+actc_status actc_load_rows(actc_ctx *ctx, actc_node *node, int k, int row0, int nrows, float *dst)
+{
+    if (!node || k < 0 || k >= node->n_slots_)
+        return actc_set_error(ACTC_ERR_INVALID, "actc_load_rows of save %d of operator %s, which saved %d", k,
+                              node ? node->op : "?", node ? node->n_slots_ : 0);
+    int slot = node->slots_[k];
+    actc_store_entry *e = slot >= 0 ? &ctx->entries[slot] : NULL;
+    if (!e || e->pending <= 0 || !e->blob)
+        return actc_set_error(ACTC_ERR_STATE, "save %d of operator %s is no longer in the store", k, node->op);
+    const int rows = e->ndim > 0 ? e->shape[0] : 1;
+    if (row0 < 0 || nrows < 0 || row0 + nrows > rows)
+        return actc_set_error(ACTC_ERR_INVALID, "actc_load_rows: rows %d..%d of a save with %d (operator %s)", row0,
+                              row0 + nrows, rows, node->op);
+    if (nrows == 0) return ACTC_OK;
+    const size_t d = e->numel / (size_t)rows;
+    if (e->codec->decode_rows && e->ndim > 0) {
+        e->codec->decode_rows(&e->args, e->blob, e->numel, (size_t)row0, (size_t)nrows, dst);
+        return ACTC_OK;
+    }
+    float *all = actc_mem_alloc(ACTC_MEM_SCRATCH, e->numel * sizeof(float));
+    if (!all) return actc_last_status();
+    e->codec->decode(&e->args, e->blob, e->numel, all);
+    memcpy(dst, all + (size_t)row0 * d, (size_t)nrows * d * sizeof(float));
+    actc_mem_free(all);
+    return ACTC_OK;
+}
+
 void actc__store_release_node(actc_ctx *ctx, actc_node *node)
 {
     for (int k = 0; k < node->n_slots_; k++) {
@@ -238,6 +266,25 @@ void actc__store_release_node(actc_ctx *ctx, actc_node *node)
         node->slots_[k] = -1;
         if (e->pending > 0 && --e->pending == 0) entry_free(ctx, e);
     }
+}
+
+void actc__store_observe_grad(actc_ctx *ctx, actc_node *node)
+{
+    if (!ctx->policy || !ctx->policy->observe_grad || ctx->policy->frozen || !node->output->grad) return;
+    uint64_t keys[ACTC_NODE_MAX_SAVES];
+    int n = 0;
+    for (int k = 0; k < node->n_slots_; k++) {
+        int slot = node->slots_[k];
+        if (slot >= 0 && ctx->entries[slot].kind == ACTC_SAVE_ACT && ctx->entries[slot].pending > 0)
+            keys[n++] = ctx->entries[slot].stable_key;
+    }
+    if (!n) return;
+    const actc_tensor *g = node->output->grad;
+    double sq = 0;
+#pragma omp parallel for reduction(+ : sq) if (g->numel > 65536)
+    for (size_t i = 0; i < g->numel; i++) sq += (double)g->data[i] * g->data[i];
+    int samples = g->ndim > 0 && g->shape[0] > 0 ? g->shape[0] : 1;
+    ctx->policy->observe_grad(ctx->policy, keys, n, sq / samples);
 }
 
 void actc__store_clear(actc_ctx *ctx)

@@ -64,6 +64,46 @@ float *actc_grad_of(actc_ctx *ctx, actc_tensor *t)
     return t->grad->data;
 }
 
+actc_status actc_grad_adopt(actc_ctx *ctx, actc_tensor *t, actc_tensor *g)
+{
+    if (!g) return ACTC_OK;
+    if (!t || !t->requires_grad) {
+        actc_tensor_release(g);
+        return ACTC_OK;
+    }
+    if (!actc_same_shape(t, g) || g->refs_ != 1) {
+        char st[64], sg[64];
+        actc_shape_str(g, sg, sizeof sg); /* before g goes */
+        actc_shape_str(t, st, sizeof st);
+        actc_tensor_release(g);
+        return actc_set_error(ACTC_ERR_INVALID, "gradient of shape %s handed to a tensor of shape %s (or the "
+                                                "buffer has other owners)", sg, st);
+    }
+    if (!t->grad) {
+        /* The buffer becomes the gradient: same bytes, gradient's category. */
+        actc_mem_cat cat = t->is_param ? ACTC_MEM_GRAD : ACTC_MEM_ACT;
+        actc_mem_retag(g->data, cat);
+        g->cat = cat;
+        g->requires_grad = 0;
+        t->grad = g;
+        return ACTC_OK;
+    }
+    float *dst = actc_grad_of(ctx, t);
+    const float *src = g->data;
+    const size_t n = g->numel;
+#pragma omp parallel for simd schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++) dst[i] += src[i];
+    actc_tensor_release(g);
+    return ACTC_OK;
+}
+
+actc_tensor *actc_grad_take(actc_node *node)
+{
+    actc_tensor *g = node ? node->output->grad : NULL;
+    if (g) node->output->grad = NULL;
+    return g;
+}
+
 static void node_free(actc_node *node)
 {
     for (int i = 0; i < node->n_inputs; i++)
@@ -115,6 +155,7 @@ actc_status actc_backward(actc_ctx *ctx, actc_tensor *loss)
         actc_node *node = ctx->nodes[i];
         actc_tensor *out = node->output;
         if (out->grad && node->backward) {
+            actc__store_observe_grad(ctx, node);
             s = node->backward(ctx, node);
             if (s != ACTC_OK) goto done;
         }
@@ -123,7 +164,8 @@ actc_status actc_backward(actc_ctx *ctx, actc_tensor *loss)
         actc__store_release_node(ctx, node);
         if (!out->is_param) actc_tensor_drop_grad(out);
     }
-    if (ctx->policy && ctx->policy->after_backward) ctx->policy->after_backward(ctx->policy, ctx);
+    if (ctx->policy && ctx->policy->after_backward && !ctx->policy->frozen)
+        ctx->policy->after_backward(ctx->policy, ctx);
 done:
     actc_ctx_reset(ctx);
     if (s == ACTC_OK) actc_ctx_set_step(ctx, ctx->step + 1);

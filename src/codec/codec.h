@@ -16,6 +16,11 @@ typedef struct {
     uint64_t key;           /* random stream for stochastic rounding          */
     float fparam[4];        /* codec-specific extras                          */
     int iparam[4];
+    /* quant: bits of each sample (shape[0] entries, 1..8) for mixed precision,
+     * or NULL for `bits` everywhere.  Read by plan and encode only (the
+     * payload keeps its own copy), so it may point into policy state that
+     * changes after encode returns. */
+    const uint8_t *sample_bits;
 } actc_codec_args;
 
 typedef struct actc_codec {
@@ -24,12 +29,39 @@ typedef struct actc_codec {
     size_t (*plan)(actc_codec_args *a, const float *x, size_t n);
     void (*encode)(const actc_codec_args *a, const float *x, size_t n, void *dst);
     void (*decode)(const actc_codec_args *a, const void *src, size_t n, float *dst);
+    /* Optional: decode only rows [row0, row0 + nrows) of the first axis
+     * (args->shape[0] rows of n / shape[0] elements), so an operator can
+     * walk a saved tensor a chunk of samples at a time.  NULL: the store
+     * decodes the whole tensor and copies the rows. */
+    void (*decode_rows)(const actc_codec_args *a, const void *src, size_t n, size_t row0, size_t nrows,
+                        float *dst);
 } actc_codec;
 
 extern const actc_codec actc_codec_fp32;  /* lossless copy                    */
 extern const actc_codec actc_codec_bf16;  /* round-to-nearest-even bfloat16   */
 extern const actc_codec actc_codec_mask1; /* 1 bit per element: x > 0         */
 extern const actc_codec actc_codec_index; /* uint8/16/32 integers, lossless   */
+/* ActNN's per-group stochastic quantizer (codec_quant.c).  Samples are the
+ * first axis (a 1-D tensor is one sample); each sample's flattened elements
+ * are cut into groups of args->group (0 means ACTC_QUANT_GROUP), the last one
+ * possibly shorter.  Per group: zero point and range in bfloat16 (rounded
+ * outwards, so the stored pair covers the group), values scaled to
+ * [0, 2^b - 1] and rounded up with probability equal to the fraction, packed
+ * densely at b bits (1..8).  Mixed precision: args->sample_bits.  plan()
+ * records what decode needs in the args: group (resolved), bits (clamped to
+ * 1..8) and iparam[0] = 1 when per-sample widths are in the payload.  A
+ * group's range is stored as bf16, so ranges beyond the largest bf16
+ * (3.39e38) saturate and their extreme values come back clamped. */
+extern const actc_codec actc_codec_quant;
+/* The same quantizer with one zero point and range for the whole tensor
+ * (BLPA-like per-tensor baseline); args->bits only. */
+extern const actc_codec actc_codec_quant_tensor;
+#define ACTC_QUANT_GROUP 256
+
+/* Per-sample sum over groups of the squared group range (max - min), with
+ * the quantizer's grouping: ActNN's ||R_n||^2 for the sensitivity of sample n.
+ * x holds N samples of D elements each. */
+void actc_quant_range_sq(const float *x, int N, size_t D, int group, double *out);
 
 /* Kernels the codecs are built from, exposed for tests and other codecs. */
 void actc_bf16_encode(const float *x, size_t n, uint16_t *dst);

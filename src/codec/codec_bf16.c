@@ -29,4 +29,10 @@ static void bf16_decode(const actc_codec_args *a, const void *src, size_t n, flo
     (void)a;
     actc_bf16_decode(src, n, dst);
 }
-const actc_codec actc_codec_bf16 = {"bf16", bf16_plan, bf16_encode, bf16_decode};
+static void bf16_decode_rows(const actc_codec_args *a, const void *src, size_t n, size_t row0, size_t nrows,
+                             float *dst)
+{
+    const size_t d = n / (size_t)a->shape[0];
+    actc_bf16_decode((const uint16_t *)src + row0 * d, nrows * d, dst);
+}
+const actc_codec actc_codec_bf16 = {"bf16", bf16_plan, bf16_encode, bf16_decode, bf16_decode_rows};

@@ -39,4 +39,4 @@ static void index_decode(const actc_codec_args *a, const void *src, size_t n, fl
         for (size_t i = 0; i < n; i++) dst[i] = (float)s[i];
     }
 }
-const actc_codec actc_codec_index = {"index", index_plan, index_encode, index_decode};
+const actc_codec actc_codec_index = {"index", index_plan, index_encode, index_decode, NULL};

@@ -43,4 +43,17 @@ static void mask_decode(const actc_codec_args *a, const void *src, size_t n, flo
     (void)a;
     actc_mask_unpack(src, n, dst);
 }
-const actc_codec actc_codec_mask1 = {"mask1", mask_plan, mask_encode, mask_decode};
+/* Rows start at bit row0 * d, which is byte-aligned when d is a multiple
+ * of 8 (every feature map of the models); otherwise the head bits up to
+ * the next byte are read one by one. */
+static void mask_decode_rows(const actc_codec_args *a, const void *src, size_t n, size_t row0, size_t nrows,
+                             float *dst)
+{
+    const uint8_t *bits = src;
+    const size_t d = n / (size_t)a->shape[0], first = row0 * d, count = nrows * d;
+    size_t head = (8 - (first & 7)) & 7;
+    if (head > count) head = count;
+    for (size_t i = 0; i < head; i++) dst[i] = (float)((bits[(first + i) >> 3] >> ((first + i) & 7)) & 1);
+    actc_mask_unpack(bits + (first + head) / 8, count - head, dst + head);
+}
+const actc_codec actc_codec_mask1 = {"mask1", mask_plan, mask_encode, mask_decode, mask_decode_rows};

@@ -94,6 +94,19 @@ void actc_mem_free(void *p)
     free(h);
 }
 
+void actc_mem_retag(void *p, actc_mem_cat cat)
+{
+    if (!p || (unsigned)cat >= ACTC_MEM_NCAT) return;
+    blk_hdr *h = (blk_hdr *)((char *)p - ALIGN);
+    if (h->magic != BLK_MAGIC) abort();
+    pthread_mutex_lock(&g_lock);
+    g_stats.current[h->cat] -= h->bytes;
+    g_stats.current[cat] += h->bytes;
+    if (g_stats.current[cat] > g_stats.peak[cat]) g_stats.peak[cat] = g_stats.current[cat];
+    pthread_mutex_unlock(&g_lock);
+    h->cat = (uint32_t)cat;
+}
+
 size_t actc_mem_size(const void *p)
 {
     if (!p) return 0;

@@ -63,10 +63,13 @@ static actc_status make_conv_bn(actc_model *m, conv_bn *cb, const char *prefix, 
     return ACTC_OK;
 }
 
-/* conv -> batch norm; x stays owned by the caller. */
-static actc_tensor *conv_bn_fwd(actc_ctx *ctx, const conv_bn *cb, actc_tensor *x)
+/* conv -> batch norm.  The caller's reference to x is released after the
+ * convolution if `take` (x's data can die before the batch norm allocates
+ * its output: one activation fewer alive), else x stays the caller's. */
+static actc_tensor *conv_bn_fwd(actc_ctx *ctx, const conv_bn *cb, actc_tensor *x, int take)
 {
     actc_tensor *h = actc_conv2d(ctx, x, cb->w, NULL, cb->stride, cb->pad);
+    if (take) actc_tensor_release(x);
     if (!h) return NULL;
     actc_tensor *y = actc_batchnorm2d(ctx, h, cb->gamma, cb->beta, cb->mean, cb->var, BN_MOMENTUM, BN_EPS);
     actc_tensor_release(h); /* its data dies here: the store keeps what backward needs */
@@ -76,7 +79,7 @@ static actc_tensor *conv_bn_fwd(actc_ctx *ctx, const conv_bn *cb, actc_tensor *x
 /* relu(conv_bn(x)); x stays owned by the caller. */
 static actc_tensor *conv_bn_relu(actc_ctx *ctx, const conv_bn *cb, actc_tensor *x)
 {
-    actc_tensor *h = conv_bn_fwd(ctx, cb, x);
+    actc_tensor *h = conv_bn_fwd(ctx, cb, x, 0);
     if (!h) return NULL;
     actc_tensor *y = actc_relu(ctx, h);
     actc_tensor_release(h);
@@ -87,10 +90,9 @@ static actc_tensor *block_fwd(actc_ctx *ctx, const block *b, actc_tensor *x)
 {
     actc_tensor *h = conv_bn_relu(ctx, &b->c1, x);
     if (!h) return NULL;
-    actc_tensor *h2 = conv_bn_fwd(ctx, &b->c2, h);
-    actc_tensor_release(h);
+    actc_tensor *h2 = conv_bn_fwd(ctx, &b->c2, h, 1);
     if (!h2) return NULL;
-    actc_tensor *s = b->has_sc ? conv_bn_fwd(ctx, &b->sc, x) : actc_tensor_retain(x);
+    actc_tensor *s = b->has_sc ? conv_bn_fwd(ctx, &b->sc, x, 0) : actc_tensor_retain(x);
     if (!s) {
         actc_tensor_release(h2);
         return NULL;

@@ -4,18 +4,20 @@
 
 static actc_status add_backward(actc_ctx *ctx, actc_node *node)
 {
+    /* The second input accumulates the output gradient; then that buffer
+     * itself is handed to the first input (a + a: adopt adds it to the
+     * gradient the first pass made, giving the correct 2*gy). */
+    actc_tensor *b = node->inputs[1];
     const float *gy = node->output->grad->data;
     const size_t n = node->output->numel;
-    for (int k = 0; k < 2; k++) {
-        actc_tensor *t = node->inputs[k];
-        float *g = actc_grad_of(ctx, t);
-        if (!g && t->requires_grad) return ACTC_ERR_OOM; /* message set by actc_grad_of */
-        if (!g) continue;
-        /* a + a: both passes hit the same buffer, giving the correct 2*gy. */
+    float *g;
+    actc_status st = actc__grad_buf(ctx, b, &g);
+    if (st != ACTC_OK) return st;
+    if (g) {
 #pragma omp parallel for simd schedule(static) if (n > 65536)
         for (size_t i = 0; i < n; i++) g[i] += gy[i];
     }
-    return ACTC_OK;
+    return actc_grad_adopt(ctx, node->inputs[0], actc_grad_take(node));
 }
 
 actc_tensor *actc_add(actc_ctx *ctx, actc_tensor *a, actc_tensor *b)

@@ -13,6 +13,7 @@
  * gamma/beta may be NULL (no affine transform); running_mean/var may be NULL
  * in training (no tracking) but are required in eval mode. */
 #include "ops.h"
+#include <stdlib.h>
 #include <math.h>
 
 /* [C] vector check for gamma/beta/running stats; NULL is checked by callers. */
@@ -21,65 +22,83 @@ static int is_vec(const actc_tensor *t, int C)
     return t->data && t->ndim == 1 && t->shape[0] == C;
 }
 
+/* Backward in two passes over the saved input, decoded a chunk of samples
+ * at a time (it never exists whole): per-channel sums of dy and dy * xhat,
+ * then dx written over dy, whose buffer becomes x's gradient.  This step of
+ * the backward pass then holds one activation-sized gradient instead of a
+ * gradient, a decoded input and a second gradient.  The sums add the same
+ * terms in the same order as a single pass would (planes in sample order). */
 static actc_status bn_backward(actc_ctx *ctx, actc_node *node)
 {
     actc_tensor *x = node->inputs[0], *gamma = node->inputs[1], *beta = node->inputs[2];
-    actc_tensor *xs = actc_load(ctx, node, 0);
-    actc_tensor *ms = xs ? actc_load(ctx, node, 1) : NULL;
+    actc_tensor *ms = actc_load(ctx, node, 1);
     actc_tensor *rs = ms ? actc_load(ctx, node, 2) : NULL;
     actc_tensor *gs = (rs && node->iattr[0]) ? actc_load(ctx, node, 3) : NULL;
+    float *xc = NULL, *gg, *gb;
+    double *sums = NULL;
     actc_status st = ACTC_OK;
     if (!rs || (node->iattr[0] && !gs)) {
         st = actc_last_status();
         goto done;
     }
-    float *gx = actc_grad_of(ctx, x);
-    float *gg = gamma ? actc_grad_of(ctx, gamma) : NULL;
-    float *gb = beta ? actc_grad_of(ctx, beta) : NULL;
-    if ((!gx && x->requires_grad) || (!gg && gamma && gamma->requires_grad) ||
-        (!gb && beta && beta->requires_grad)) {
-        st = ACTC_ERR_OOM; /* message set by actc_grad_of */
+    if ((st = actc__grad_buf(ctx, gamma, &gg)) != ACTC_OK || (st = actc__grad_buf(ctx, beta, &gb)) != ACTC_OK)
+        goto done;
+    const int N = x->shape[0], C = x->shape[1], HW = x->shape[2] * x->shape[3], chunk = actc__chunk_rows(x);
+    const double M = (double)N * HW;
+    const float *g = gamma ? (gs ? gs->data : gamma->data) : NULL;
+    const float *mean = ms->data, *rstd = rs->data;
+    float *gy = node->output->grad->data;
+    xc = actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)chunk * C * HW * sizeof(float));
+    sums = calloc(2 * (size_t)C, sizeof *sums); /* sum dy, sum dy*xhat per channel */
+    if (!xc || !sums) {
+        st = xc ? actc_set_error(ACTC_ERR_OOM, "batchnorm2d backward: out of memory") : actc_last_status();
         goto done;
     }
-    const float *g = gamma ? (gs ? gs->data : gamma->data) : NULL;
-    const int N = x->shape[0], C = x->shape[1], HW = x->shape[2] * x->shape[3];
-    const double M = (double)N * HW;
-    const float *xd = xs->data, *mean = ms->data, *rstd = rs->data;
-    const float *gy = node->output->grad->data;
+    for (int n0 = 0; n0 < N; n0 += chunk) {
+        const int nr = N - n0 < chunk ? N - n0 : chunk;
+        if ((st = actc_load_rows(ctx, node, 0, n0, nr, xc)) != ACTC_OK) goto done;
 #pragma omp parallel for schedule(static)
-    for (int c = 0; c < C; c++) {
-        const float mu = mean[c], r = rstd[c];
-        /* Per-plane float sums in a vectorised fixed-order reduction,
-         * planes accumulated in double (as in the forward statistics). */
-        double sdy = 0.0, sdyx = 0.0;
-        for (int n = 0; n < N; n++) {
-            const size_t off = ((size_t)n * C + c) * HW;
-            float pdy = 0.0f, pdyx = 0.0f;
+        for (int c = 0; c < C; c++) {
+            const float mu = mean[c], r = rstd[c];
+            /* Per-plane float sums in a vectorised fixed-order reduction,
+             * planes accumulated in double (as in the forward statistics). */
+            for (int n = 0; n < nr; n++) {
+                const float *dy = gy + ((size_t)(n0 + n) * C + c) * HW, *xp = xc + ((size_t)n * C + c) * HW;
+                float pdy = 0.0f, pdyx = 0.0f;
 #pragma omp simd reduction(+ : pdy, pdyx)
-            for (int i = 0; i < HW; i++) {
-                const float dy = gy[off + i];
-                pdy += dy;
-                pdyx += dy * ((xd[off + i] - mu) * r);
-            }
-            sdy += pdy;
-            sdyx += pdyx;
-        }
-        if (gb) gb[c] += (float)sdy;
-        if (gg) gg[c] += (float)sdyx;
-        if (!gx) continue;
-        /* dx = gamma * rstd / M * (M dy - sum(dy) - xhat * sum(dy xhat)) */
-        const float k = (float)((g ? g[c] : 1.0f) * r / M);
-        const float a = (float)sdy, b = (float)sdyx, m = (float)M;
-        for (int n = 0; n < N; n++) {
-            const size_t off = ((size_t)n * C + c) * HW;
-            for (int i = 0; i < HW; i++) {
-                const float xh = (xd[off + i] - mu) * r;
-                gx[off + i] += k * (m * gy[off + i] - a - xh * b);
+                for (int i = 0; i < HW; i++) {
+                    pdy += dy[i];
+                    pdyx += dy[i] * ((xp[i] - mu) * r);
+                }
+                sums[c] += pdy;
+                sums[C + c] += pdyx;
             }
         }
     }
+    for (int c = 0; c < C; c++) {
+        if (gb) gb[c] += (float)sums[c];
+        if (gg) gg[c] += (float)sums[C + c];
+    }
+    if (!x->requires_grad) goto done;
+    for (int n0 = 0; n0 < N; n0 += chunk) {
+        const int nr = N - n0 < chunk ? N - n0 : chunk;
+        if ((st = actc_load_rows(ctx, node, 0, n0, nr, xc)) != ACTC_OK) goto done;
+#pragma omp parallel for schedule(static)
+        for (int c = 0; c < C; c++) {
+            /* dx = gamma * rstd / M * (M dy - sum(dy) - xhat * sum(dy xhat)) */
+            const float mu = mean[c], r = rstd[c], k = (float)((g ? g[c] : 1.0f) * r / M);
+            const float a = (float)sums[c], b = (float)sums[C + c], m = (float)M;
+            for (int n = 0; n < nr; n++) {
+                float *dy = gy + ((size_t)(n0 + n) * C + c) * HW;
+                const float *xp = xc + ((size_t)n * C + c) * HW;
+                for (int i = 0; i < HW; i++) dy[i] = k * (m * dy[i] - a - (xp[i] - mu) * r * b);
+            }
+        }
+    }
+    st = actc_grad_adopt(ctx, x, actc_grad_take(node));
 done:
-    actc_tensor_release(xs);
+    actc_mem_free(xc);
+    free(sums);
     actc_tensor_release(ms);
     actc_tensor_release(rs);
     actc_tensor_release(gs);

@@ -517,16 +517,6 @@ static actc_status dnnl_outcome(actc_status st, int unsupported, const conv_geom
     return ACTC_OK;
 }
 
-/* The gradient buffer of t, distinguishing "no gradient wanted" (*out NULL,
- * ACTC_OK) from an allocation failure. */
-static actc_status grad_buf(actc_ctx *ctx, actc_tensor *t, float **out)
-{
-    *out = NULL;
-    if (!t || !t->requires_grad) return ACTC_OK;
-    *out = actc_grad_of(ctx, t);
-    return *out ? ACTC_OK : actc_last_status();
-}
-
 /* Forward of samples [n0, n0+m): y (NCHW) = conv(x) + b. */
 static void forward_chunk(const conv_geom *g, const conv_ws *ws, const float *x, const float *w,
                           const float *bias, int n0, int m, float *y)
@@ -587,6 +577,72 @@ static void backward_chunk(const conv_geom *g, const conv_ws *ws, const float *x
     }
 }
 
+/* Samples of a saved input, decoded on demand (oneDNN weight gradient):
+ * rows [base + n0, base + n0 + m) of the save. */
+typedef struct {
+    actc_ctx *ctx;
+    actc_node *node;
+    int slot, base;
+} saved_rows;
+
+static actc_status fill_saved_rows(void *user, int n0, int m, float *dst)
+{
+    const saved_rows *s = user;
+    return actc_load_rows(s->ctx, s->node, s->slot, s->base + n0, m, dst);
+}
+
+/* The oneDNN backward, one chunk of samples at a time: dW from the saved
+ * input's rows of the chunk (decoded just for it), then dx of the same
+ * samples.  When x has no gradient yet and dx is as large as dy (a stride-1
+ * convolution keeping the channel count), each chunk's dx replaces its dy,
+ * and dy's buffer becomes x's gradient: this moment of the backward pass
+ * then holds two activation-sized gradients instead of three, and no input
+ * is ever decoded whole.  *ran = 0 (nothing done) if oneDNN cannot run the
+ * geometry. */
+static actc_status dnnl_backward(actc_ctx *ctx, actc_node *node, const conv_geom *g, const float *w,
+                                 float *dw, int want_dx, int *ran)
+{
+    actc_tensor *xin = node->inputs[0];
+    int nb, unsup;
+    *ran = 0;
+    actc_status st = actc__conv_dnnl_backward_plan(g, &nb, &unsup);
+    if ((st = dnnl_outcome(st, unsup, g, ran)) != ACTC_OK || !*ran) return st;
+    const size_t xs = (size_t)g->C * g->plane, ys = (size_t)g->K * g->HW;
+    float *dy = node->output->grad->data, *dx = NULL, *tmp = NULL;
+    const int in_place = want_dx && !xin->grad && xs == ys;
+    if (in_place) {
+        if (!(tmp = actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)nb * xs * sizeof(float)))) return actc_last_status();
+    } else if (want_dx && (st = actc__grad_buf(ctx, xin, &dx)) != ACTC_OK) {
+        return st;
+    }
+    for (int n0 = 0; n0 < g->N && st == ACTC_OK; n0 += nb) {
+        conv_geom gc = *g;
+        gc.N = imin(nb, g->N - n0);
+        float *dyc = dy + (size_t)n0 * ys;
+        if (dw) {
+            saved_rows sr = {ctx, node, node->iattr[IA_XSLOT], n0};
+            conv_rows xrows = {fill_saved_rows, &sr};
+            st = actc__conv_dnnl_backward_weights(&gc, NULL, &xrows, dyc, dw, &unsup);
+            if (st == ACTC_OK && unsup) st = actc_set_error(ACTC_ERR_STATE, "conv2d: oneDNN refused a chunk it planned");
+        }
+        if (st == ACTC_OK && want_dx) {
+            float *out = in_place ? tmp : dx + (size_t)n0 * xs;
+            if (in_place) memset(tmp, 0, (size_t)gc.N * xs * sizeof(float));
+            st = actc__conv_dnnl_backward_data(&gc, w, dyc, out, &unsup);
+            if (st == ACTC_OK && unsup) st = actc_set_error(ACTC_ERR_STATE, "conv2d: oneDNN refused a chunk it planned");
+            if (st == ACTC_OK && in_place) memcpy(dyc, tmp, (size_t)gc.N * xs * sizeof(float));
+        }
+    }
+    actc_mem_free(tmp);
+    if (st == ACTC_OK && in_place) {
+        actc_tensor *gt = actc_grad_take(node); /* now dx, in dy's [N,K,Ho,Wo] shape */
+        gt->ndim = xin->ndim;
+        memcpy(gt->shape, xin->shape, sizeof gt->shape);
+        st = actc_grad_adopt(ctx, xin, gt);
+    }
+    return st;
+}
+
 static actc_status conv2d_backward(actc_ctx *ctx, actc_node *node)
 {
     actc_tensor *xin = node->inputs[0], *win = node->inputs[1];
@@ -595,11 +651,14 @@ static actc_status conv2d_backward(actc_ctx *ctx, actc_node *node)
     conv_geom g;
     geom_from(&g, xin, win, node->iattr[IA_STRIDE], node->iattr[IA_PAD]);
 
-    float *dx, *dw, *db;
+    /* dx is allocated only once the weight gradient is done (oneDNN path):
+     * the decoded input is released first, so the two are never alive
+     * together at the moments that set the backward peak. */
+    float *dx = NULL, *dw, *db;
+    int want_dx = xin->requires_grad;
     actc_status st;
-    if ((st = grad_buf(ctx, xin, &dx)) != ACTC_OK) return st;
-    if ((st = grad_buf(ctx, win, &dw)) != ACTC_OK) return st;
-    if ((st = grad_buf(ctx, bin, &db)) != ACTC_OK) return st;
+    if ((st = actc__grad_buf(ctx, win, &dw)) != ACTC_OK) return st;
+    if ((st = actc__grad_buf(ctx, bin, &db)) != ACTC_OK) return st;
 
     if (db) {
         const int K = g.K, N = g.N;
@@ -616,47 +675,36 @@ static actc_status conv2d_backward(actc_ctx *ctx, actc_node *node)
             db[k] += (float)acc;
         }
     }
-    if ((!dx && !dw) || g.N == 0) return ACTC_OK;
+    if ((!want_dx && !dw) || g.N == 0) return ACTC_OK;
 
     /* The forward pass saved exactly what this backward needs (see actc_conv2d). */
     actc_tensor *xs = NULL, *wsv = NULL;
     conv_ws ws = {0};
     const float *x = NULL, *w = win->data;
-    if (dw) {
-        if (node->iattr[IA_XSLOT] < 0)
-            return actc_set_error(ACTC_ERR_STATE, "conv2d backward: input was not saved");
-        xs = actc_load(ctx, node, node->iattr[IA_XSLOT]);
-        if (!xs) return actc_last_status();
-        x = xs->data;
-    }
-    if (dx && node->iattr[IA_WSLOT] >= 0) {
+    if (dw && node->iattr[IA_XSLOT] < 0)
+        return actc_set_error(ACTC_ERR_STATE, "conv2d backward: input was not saved");
+    if (want_dx && node->iattr[IA_WSLOT] >= 0) {
         wsv = actc_load(ctx, node, node->iattr[IA_WSLOT]);
         if (!wsv) { st = actc_last_status(); goto done; }
         w = wsv->data;
     }
-    if (dx && !w) {
+    if (want_dx && !w) {
         st = actc_set_error(ACTC_ERR_STATE, "conv2d backward: the weight's data was freed");
         goto done;
     }
 
     if (actc__conv_backend_for(&g) == ACTC_CONV_DNNL) {
-        int unsup, ran;
-        if (dw) {
-            st = actc__conv_dnnl_backward_weights(&g, x, dy, dw, &unsup);
-            if ((st = dnnl_outcome(st, unsup, &g, &ran)) != ACTC_OK) goto done;
-            if (ran) dw = NULL; /* done: im2col below only does what is left */
-        }
-        if (dx) {
-            st = actc__conv_dnnl_backward_data(&g, w, dy, dx, &unsup);
-            if ((st = dnnl_outcome(st, unsup, &g, &ran)) != ACTC_OK) goto done;
-            if (ran) dx = NULL;
-        }
-        if (!dx && !dw) {
-            st = ACTC_OK;
-            goto done;
-        }
+        int ran;
+        st = dnnl_backward(ctx, node, &g, w, dw, want_dx, &ran);
+        if (st != ACTC_OK || ran) goto done;
     }
 
+    if (dw) {
+        xs = actc_load(ctx, node, node->iattr[IA_XSLOT]);
+        if (!xs) { st = actc_last_status(); goto done; }
+        x = xs->data;
+    }
+    if (want_dx && (st = actc__grad_buf(ctx, xin, &dx)) != ACTC_OK) goto done;
     const int nb = chunk_samples(&g);
     if ((st = ws_alloc(&ws, &g, nb, 1, dx != NULL, dw != NULL)) != ACTC_OK) goto done;
     if (g.cl && dx) reorder_w(&g, w, ws.wr);

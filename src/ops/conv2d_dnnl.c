@@ -54,10 +54,16 @@ actc_status actc__conv_dnnl_backward_data(const conv_geom *g, const float *w, co
     (void)g, (void)w, (void)dy, (void)dx;
     return no_dnnl(unsupported);
 }
-actc_status actc__conv_dnnl_backward_weights(const conv_geom *g, const float *x, const float *dy,
-                                             float *dw, int *unsupported)
+actc_status actc__conv_dnnl_backward_weights(const conv_geom *g, const float *x, const conv_rows *xrows,
+                                             const float *dy, float *dw, int *unsupported)
 {
-    (void)g, (void)x, (void)dy, (void)dw;
+    (void)g, (void)x, (void)xrows, (void)dy, (void)dw;
+    return no_dnnl(unsupported);
+}
+actc_status actc__conv_dnnl_backward_plan(const conv_geom *g, int *nb, int *unsupported)
+{
+    (void)g;
+    *nb = 0;
     return no_dnnl(unsupported);
 }
 
@@ -444,11 +450,39 @@ static dnnl_status_t run_reorder(const dslot *s, int output, const void *from, v
 
 static size_t rup16(int c) { return ((size_t)c + 15) / 16 * 16; }
 
+/* Balanced chunks of samples bounded by DNNL_CHUNK_BYTES: at most two chunk
+ * sizes (nb, and tail for the last chunk), hence two primitives per pass. */
+static void chunking(const conv_geom *g, int *nb, int *tail)
+{
+    size_t per = (rup16(g->C) * g->plane + rup16(g->K) * g->HW) * sizeof(float);
+    size_t nbmax = DNNL_CHUNK_BYTES / per;
+    if (nbmax < 1) nbmax = 1;
+    size_t nchunks = ((size_t)g->N + nbmax - 1) / nbmax;
+    *nb = (int)(((size_t)g->N + nchunks - 1) / nchunks);
+    *tail = g->N - (int)(nchunks - 1) * *nb;
+}
+
+actc_status actc__conv_dnnl_backward_plan(const conv_geom *g, int *nb, int *unsupported)
+{
+    int tail;
+    *unsupported = 0;
+    chunking(g, nb, &tail);
+    for (int pass = PASS_BWD_DATA; pass <= PASS_BWD_WEIGHTS; pass++)
+        for (int k = 0; k < 2; k++) {
+            dkey key = {pass, k ? tail : *nb, g->C, g->H, g->W, g->K, g->kh, g->kw, g->s, g->p, 0, 0};
+            actc_status err;
+            dentry *e = entry_get(key, g, unsupported, &err);
+            if (!e) return err;
+            entry_put(e);
+        }
+    return ACTC_OK;
+}
+
 /* The three passes share this driver.  a is chunked by samples; b is the
  * weight (FWD, BWD_DATA: whole, reordered once) or dy (BWD_WEIGHTS:
  * chunked); out is y / dx (chunked) or dw (whole, += per chunk). */
-static actc_status run_pass(int pass, const conv_geom *g, const float *a, const float *b,
-                            const float *bias, float *out, int *unsupported)
+static actc_status run_pass(int pass, const conv_geom *g, const float *a, const conv_rows *arows,
+                            const float *b, const float *bias, float *out, int *unsupported)
 {
     *unsupported = 0;
     if (g->N == 0) return ACTC_OK;
@@ -457,19 +491,15 @@ static actc_status run_pass(int pass, const conv_geom *g, const float *a, const 
     const size_t b_stride = pass == PASS_BWD_WEIGHTS ? ys : 0;
     const size_t o_stride = pass == PASS_FWD ? ys : pass == PASS_BWD_DATA ? xs : 0;
 
-    /* Balanced chunks: at most two chunk sizes, hence two primitives. */
-    size_t per = (rup16(g->C) * g->plane + rup16(g->K) * g->HW) * sizeof(float);
-    size_t nbmax = DNNL_CHUNK_BYTES / per;
-    if (nbmax < 1) nbmax = 1;
-    size_t nchunks = ((size_t)g->N + nbmax - 1) / nbmax;
-    const int nb = (int)(((size_t)g->N + nchunks - 1) / nchunks);
-    const int tail = g->N - (int)(nchunks - 1) * nb;
+    int nb, tail;
+    chunking(g, &nb, &tail);
 
     dkey key = {pass, nb, g->C, g->H, g->W, g->K, g->kh, g->kw, g->s, g->p,
                 pass == PASS_FWD && bias != NULL, 0};
     actc_status err;
     dentry *e[2] = {NULL, NULL};
     void *abuf = NULL, *bbuf = NULL, *obuf = NULL, *spbuf = NULL;
+    float *achunk = NULL; /* a's chunk when it comes from arows */
     e[0] = entry_get(key, g, unsupported, &err);
     if (!e[0]) return err;
     if (tail != nb) {
@@ -493,7 +523,8 @@ static actc_status run_pass(int pass, const conv_geom *g, const float *a, const 
     if ((sa && !(abuf = actc_mem_alloc(ACTC_MEM_SCRATCH, sa))) ||
         (sb && !(bbuf = actc_mem_alloc(ACTC_MEM_SCRATCH, sb))) ||
         (so && !(obuf = actc_mem_alloc(ACTC_MEM_SCRATCH, so))) ||
-        (ssp && !(spbuf = actc_mem_alloc(ACTC_MEM_SCRATCH, ssp)))) {
+        (ssp && !(spbuf = actc_mem_alloc(ACTC_MEM_SCRATCH, ssp))) ||
+        (arows && !(achunk = actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)nb * a_stride * sizeof(float))))) {
         err = actc_last_status();
         goto done;
     }
@@ -503,7 +534,12 @@ static actc_status run_pass(int pass, const conv_geom *g, const float *a, const 
     for (int n0 = 0; n0 < g->N;) {
         const int m = n0 + nb <= g->N ? nb : tail;
         dentry *c = m == nb ? e[0] : e[1];
-        const float *ap = a + (size_t)n0 * a_stride;
+        const float *ap = achunk;
+        if (arows) {
+            if ((err = arows->fill(arows->user, n0, m, achunk)) != ACTC_OK) goto done;
+        } else {
+            ap = a + (size_t)n0 * a_stride;
+        }
         const void *a_use = ap, *b_use;
         void *o_use;
         if (c->a.reorder) {
@@ -545,6 +581,7 @@ fail:
     key.N = g->N;
     err = dnnl_error(st, pass_name[pass], &key);
 done:
+    actc_mem_free(achunk);
     actc_mem_free(abuf);
     actc_mem_free(bbuf);
     actc_mem_free(obuf);
@@ -557,19 +594,19 @@ done:
 actc_status actc__conv_dnnl_forward(const conv_geom *g, const float *x, const float *w,
                                     const float *b, float *y, int *unsupported)
 {
-    return run_pass(PASS_FWD, g, x, w, b, y, unsupported);
+    return run_pass(PASS_FWD, g, x, NULL, w, b, y, unsupported);
 }
 
 actc_status actc__conv_dnnl_backward_data(const conv_geom *g, const float *w, const float *dy,
                                           float *dx, int *unsupported)
 {
-    return run_pass(PASS_BWD_DATA, g, dy, w, NULL, dx, unsupported);
+    return run_pass(PASS_BWD_DATA, g, dy, NULL, w, NULL, dx, unsupported);
 }
 
-actc_status actc__conv_dnnl_backward_weights(const conv_geom *g, const float *x, const float *dy,
-                                             float *dw, int *unsupported)
+actc_status actc__conv_dnnl_backward_weights(const conv_geom *g, const float *x, const conv_rows *xrows,
+                                             const float *dy, float *dw, int *unsupported)
 {
-    return run_pass(PASS_BWD_WEIGHTS, g, x, dy, NULL, dw, unsupported);
+    return run_pass(PASS_BWD_WEIGHTS, g, x, xrows, dy, NULL, dw, unsupported);
 }
 
 #endif /* ACTC_HAVE_DNNL */

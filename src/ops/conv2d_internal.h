@@ -34,8 +34,20 @@ actc_status actc__conv_dnnl_forward(const conv_geom *g, const float *x, const fl
                                     const float *b, float *y, int *unsupported);
 actc_status actc__conv_dnnl_backward_data(const conv_geom *g, const float *w, const float *dy,
                                           float *dx, int *unsupported);
-actc_status actc__conv_dnnl_backward_weights(const conv_geom *g, const float *x, const float *dy,
-                                             float *dw, int *unsupported);
+/* The weight gradient reads x a chunk of samples at a time; xrows (if not
+ * NULL) fills samples [n0, n0 + m) into dst instead of reading them from x,
+ * so a saved input can be decoded chunk by chunk (see actc_load_rows). */
+typedef struct {
+    actc_status (*fill)(void *user, int n0, int m, float *dst);
+    void *user;
+} conv_rows;
+actc_status actc__conv_dnnl_backward_weights(const conv_geom *g, const float *x, const conv_rows *xrows,
+                                             const float *dy, float *dw, int *unsupported);
+/* The chunk size (samples) the backward passes use for g, and whether
+ * oneDNN can run both passes on chunks of that size and on the tail chunk
+ * (*unsupported = 1 if not); creates the primitives.  Calling a pass with a
+ * geometry of one such chunk runs it in one piece. */
+actc_status actc__conv_dnnl_backward_plan(const conv_geom *g, int *nb, int *unsupported);
 
 /* Let oneDNN pick blocked layouts (1: format_tag any, with reorders to and
  * from the plain tensors), run it on the plain layouts directly (0), or

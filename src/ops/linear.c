@@ -13,14 +13,6 @@ enum { IA_M = 0, IA_XSLOT, IA_WSLOT };
 #define LIN_DB_BLOCK 16
 #define LIN_PAR_MIN ((size_t)1 << 15)
 
-static actc_status grad_buf(actc_ctx *ctx, actc_tensor *t, float **out)
-{
-    *out = NULL;
-    if (!t || !t->requires_grad) return ACTC_OK;
-    *out = actc_grad_of(ctx, t);
-    return *out ? ACTC_OK : actc_last_status();
-}
-
 static actc_status linear_backward(actc_ctx *ctx, actc_node *node)
 {
     actc_tensor *xt = node->inputs[0], *wt = node->inputs[1];
@@ -29,9 +21,10 @@ static actc_status linear_backward(actc_ctx *ctx, actc_node *node)
     const float *dy = node->output->grad->data;
     float *dx, *dw, *db;
     actc_status st;
-    if ((st = grad_buf(ctx, xt, &dx)) != ACTC_OK) return st;
-    if ((st = grad_buf(ctx, wt, &dw)) != ACTC_OK) return st;
-    if ((st = grad_buf(ctx, bt, &db)) != ACTC_OK) return st;
+    /* dx is allocated after dW is done: the decoded input and dx are never
+     * alive together. */
+    if ((st = actc__grad_buf(ctx, wt, &dw)) != ACTC_OK) return st;
+    if ((st = actc__grad_buf(ctx, bt, &db)) != ACTC_OK) return st;
     if (M == 0) return ACTC_OK;
 
     if (db) {
@@ -58,6 +51,7 @@ static actc_status linear_backward(actc_ctx *ctx, actc_node *node)
                     1.0f, dw, in);
         actc_tensor_release(xs);
     }
+    if ((st = actc__grad_buf(ctx, xt, &dx)) != ACTC_OK) return st;
     if (dx) {
         actc_tensor *ws = NULL;
         const float *w = wt->data;

@@ -14,21 +14,6 @@
 /* iattr: save index of a's value and of b's value (-1: not saved). */
 enum { IA_ASLOT = 0, IA_BSLOT };
 
-/* The value of input k for backward: its saved copy, or the parameter itself
- * (then *owned stays NULL).  NULL with the error set on failure. */
-static const float *input_value(actc_ctx *ctx, actc_node *node, int k, actc_tensor **owned)
-{
-    *owned = NULL;
-    const int slot = node->iattr[k == 0 ? IA_ASLOT : IA_BSLOT];
-    if (slot < 0) {
-        if (node->inputs[k]->is_param && node->inputs[k]->data) return node->inputs[k]->data;
-        actc_set_error(ACTC_ERR_STATE, "mul backward: input %d was not saved", k);
-        return NULL;
-    }
-    *owned = actc_load(ctx, node, slot);
-    return *owned ? (*owned)->data : NULL;
-}
-
 static actc_status mul_backward(actc_ctx *ctx, actc_node *node)
 {
     const float *gy = node->output->grad->data;
@@ -39,7 +24,9 @@ static actc_status mul_backward(actc_ctx *ctx, actc_node *node)
         if (!g && t->requires_grad) return ACTC_ERR_OOM; /* message set by actc_grad_of */
         if (!g) continue;
         actc_tensor *owned;
-        const float *other = input_value(ctx, node, 1 - k, &owned);
+        const int o = 1 - k; /* the other input */
+        const float *other =
+            actc__input_value(ctx, node, o, node->iattr[o == 0 ? IA_ASLOT : IA_BSLOT], "mul", &owned);
         if (!other) return actc_last_status();
 #pragma omp parallel for simd schedule(static) if (n > MUL_PAR_MIN)
         for (size_t i = 0; i < n; i++) g[i] += gy[i] * other[i];
@@ -63,15 +50,9 @@ actc_tensor *actc_mul(actc_ctx *ctx, actc_tensor *a, actc_tensor *b)
     actc_node *node;
     if (!actc__op_record(ctx, "mul", mul_backward, y, 2, in, &node)) return NULL;
     if (node) {
-        int k = 0;
-        node->iattr[IA_ASLOT] = node->iattr[IA_BSLOT] = -1;
-        if (b->requires_grad && !a->is_param) {
-            OP_SAVE(ctx, node, a, ACTC_SAVE_ACT, y);
-            node->iattr[IA_ASLOT] = k++;
-        }
-        if (a->requires_grad && !b->is_param) {
-            OP_SAVE(ctx, node, b, ACTC_SAVE_ACT, y);
-            node->iattr[IA_BSLOT] = k++;
+        if (actc__save_operands(ctx, node, a, b, &node->iattr[IA_ASLOT], &node->iattr[IA_BSLOT]) != ACTC_OK) {
+            actc_tensor_release(y);
+            return NULL;
         }
     }
     return y;

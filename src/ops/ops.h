@@ -26,6 +26,28 @@ static inline actc_tensor *actc__op_record(actc_ctx *ctx, const char *op, actc_b
     return y;
 }
 
+/* The gradient buffer of t, distinguishing "no gradient wanted" (*out NULL,
+ * ACTC_OK) from an allocation failure (the status, message set). */
+static inline actc_status actc__grad_buf(actc_ctx *ctx, actc_tensor *t, float **out)
+{
+    *out = NULL;
+    if (!t || !t->requires_grad) return ACTC_OK;
+    *out = actc_grad_of(ctx, t);
+    return *out ? ACTC_OK : actc_last_status();
+}
+
+/* Rows (samples along the first axis) per chunk for an operator that walks
+ * a saved tensor with actc_load_rows: about 2 MiB of decoded floats, so the
+ * decoded copy stays in cache and never exists whole. */
+static inline int actc__chunk_rows(const actc_tensor *t)
+{
+    const int rows = t->ndim > 0 ? t->shape[0] : 1;
+    const size_t per = t->numel / (size_t)(rows > 0 ? rows : 1);
+    size_t r = per ? ((size_t)2 << 20) / (per * sizeof(float)) : (size_t)rows;
+    if (r < 1) r = 1;
+    return r < (size_t)rows ? (int)r : rows;
+}
+
 /* Save helper for forward code: on failure release y and return NULL. */
 #define OP_SAVE(ctx, node, t, kind, y)                                  \
     do {                                                                \
@@ -72,5 +94,97 @@ static inline actc_status actc__save_product_inputs(actc_ctx *ctx, actc_node *no
         *wslot = k++;
     }
     return s;
+}
+
+/* What an element-wise or matrix product y = a * b (mul, matmul) keeps for
+ * backward: each input is the other's gradient factor, so a is saved (ACT)
+ * only if b needs a gradient and b only if a does; a parameter outlives the
+ * step and is never saved (actc__input_value reads it in place).  *aslot
+ * and *bslot receive the save indices for actc_load, or -1. */
+static inline actc_status actc__save_operands(actc_ctx *ctx, actc_node *node, actc_tensor *a, actc_tensor *b,
+                                              int *aslot, int *bslot)
+{
+    int k = 0;
+    actc_status s;
+    *aslot = *bslot = -1;
+    if (b->requires_grad && !a->is_param) {
+        if ((s = actc_save(ctx, node, a, ACTC_SAVE_ACT)) != ACTC_OK) return s;
+        *aslot = k++;
+    }
+    if (a->requires_grad && !b->is_param) {
+        if ((s = actc_save(ctx, node, b, ACTC_SAVE_ACT)) != ACTC_OK) return s;
+        *bslot = k++;
+    }
+    return ACTC_OK;
+}
+
+/* The value of input k of node for backward, for a product that keeps an
+ * input only when the other input's gradient needs it: slot >= 0 is the
+ * input's save index, loaded into *owned (released by the caller); slot < 0
+ * means nothing was saved because the input is a parameter, which outlives
+ * the step and is read in place (*owned stays NULL).  NULL with the error set
+ * (ACTC_ERR_STATE naming op if the input was neither saved nor a parameter). */
+static inline const float *actc__input_value(actc_ctx *ctx, actc_node *node, int k, int slot, const char *op,
+                                             actc_tensor **owned)
+{
+    *owned = NULL;
+    if (slot < 0) {
+        if (node->inputs[k]->is_param && node->inputs[k]->data) return node->inputs[k]->data;
+        actc_set_error(ACTC_ERR_STATE, "%s backward: input %d was not saved", op, k);
+        return NULL;
+    }
+    *owned = actc_load(ctx, node, slot);
+    return *owned ? (*owned)->data : NULL;
+}
+
+/* A float's bits, for the branch-free helpers below. */
+typedef union {
+    float f;
+    int32_t i;
+} actc__f32_bits;
+
+/* lt ? a : b as a bit blend of an all-ones/all-zeros mask.  GCC will not
+ * if-convert a float ?: whose result feeds further arithmetic (with the
+ * default -ftrapping-math), which would keep the calling loop scalar. */
+static inline float actc__blendf(int lt, float a, float b)
+{
+    const actc__f32_bits x = {a}, y = {b};
+    const int32_t m = -(int32_t)lt;
+    actc__f32_bits r;
+    r.i = (x.i & m) | (y.i & ~m);
+    return r.f;
+}
+
+/* exp(x) for any float x, vectorisable: libm's expf is a scalar call
+ * without -ffast-math (the library is built without -march and without
+ * fast-math), which would keep the GELU/SiLU and softmax loops scalar.  A
+ * branch-free Cephes-style kernel, relative error ~2 ulp: the argument is
+ * clamped to [-87, 88] (so n below stays in [-126, 127]: the result is a
+ * finite normal float), split as x = n ln2 + r with |r| <= ln2/2, exp(r)
+ * from a degree-7 polynomial, times 2^n built in the exponent bits.  So
+ * exp(-inf) is ~1e-38, not 0: callers mask out what must be exactly zero.
+ * A NaN argument ends up as the upper clamp (comparisons with NaN are
+ * false); callers that must propagate NaN carry it otherwise (GELU and SiLU
+ * multiply by x). */
+static inline float actc__expf(float x)
+{
+    x = actc__blendf(x < 88.0f, x, 88.0f);
+    x = actc__blendf(x > -87.0f, x, -87.0f);
+    /* Round x*log2(e) to nearest with the 1.5*2^23 trick: no floorf (not
+     * vectorisable on plain SSE2) and no branch. */
+    const float magic = 12582912.0f;
+    const float fn = (x * 1.44269504088896341f + magic) - magic;
+    float r = x - fn * 0.693359375f;
+    r = r - fn * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    actc__f32_bits scale;
+    scale.i = ((int32_t)fn + 127) << 23; /* n in [-126, 127]: a normal power of two */
+    return p * scale.f;
 }
 #endif

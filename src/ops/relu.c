@@ -8,27 +8,32 @@
 static actc_status relu_backward(actc_ctx *ctx, actc_node *node)
 {
     actc_tensor *x = node->inputs[0];
-    actc_tensor *mask = actc_load(ctx, node, 0);
-    if (!mask) return actc_last_status();
-    float *gx = actc_grad_of(ctx, x);
-    if (!gx && x->requires_grad) {
-        actc_tensor_release(mask);
-        return ACTC_ERR_OOM; /* actc_grad_of set the message */
-    }
-    if (gx) {
-        const float *gy = node->output->grad->data, *m = mask->data;
-        const size_t n = mask->numel;
-        /* A select, not gy*m: an Inf/NaN gradient where the unit was off
-         * must not turn into NaN.  Both operands are loaded unconditionally
-         * so the compiler turns the select into a vector blend. */
+    if (!x->requires_grad) return ACTC_OK;
+    /* dx overwrites dy, whose buffer then becomes x's gradient; the mask is
+     * decoded a chunk of samples at a time.  So this step of the backward
+     * pass holds one activation-sized gradient, not two plus a decoded mask. */
+    const int rows = x->ndim > 0 ? x->shape[0] : 1, chunk = actc__chunk_rows(x);
+    const size_t per = x->numel / (size_t)(rows > 0 ? rows : 1);
+    float *m = actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)chunk * per * sizeof(float));
+    if (!m) return actc_last_status();
+    float *gy = node->output->grad->data;
+    actc_status st = ACTC_OK;
+    for (int r0 = 0; r0 < rows && st == ACTC_OK; r0 += chunk) {
+        const int nr = rows - r0 < chunk ? rows - r0 : chunk;
+        if ((st = actc_load_rows(ctx, node, 0, r0, nr, m)) != ACTC_OK) break;
+        float *g = gy + (size_t)r0 * per;
+        const size_t n = (size_t)nr * per;
+        /* A select, not g*m: an Inf/NaN gradient where the unit was off must
+         * not turn into NaN.  Both operands are loaded unconditionally so the
+         * compiler turns the select into a vector blend. */
 #pragma omp parallel for simd schedule(static) if (n > 65536)
         for (size_t i = 0; i < n; i++) {
-            const float g = gy[i], keep = m[i];
-            gx[i] += keep > 0.5f ? g : 0.0f;
+            const float gi = g[i], keep = m[i];
+            g[i] = keep > 0.5f ? gi : 0.0f;
         }
     }
-    actc_tensor_release(mask);
-    return ACTC_OK;
+    actc_mem_free(m);
+    return st == ACTC_OK ? actc_grad_adopt(ctx, x, actc_grad_take(node)) : st;
 }
 
 actc_tensor *actc_relu(actc_ctx *ctx, actc_tensor *x)

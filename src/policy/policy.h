@@ -7,4 +7,29 @@
 /* Build a policy from its spec; ACTC_ERR_INVALID with a message listing the
  * valid specs when unknown. */
 actc_status actc__policy_create(const char *spec, actc_policy **out);
+
+/* Constructors of the policy families (one file each); spec is the
+ * canonical spelling kept in the policy. */
+actc_status actc__policy_fixed(const char *spec, const actc_codec *codec, actc_policy **out);
+actc_status actc__policy_quant(const char *spec, int bits, int group, int per_tensor, int conv_only,
+                               actc_policy **out);
+actc_status actc__policy_actnn_mixed(const char *spec, double budget, actc_policy **out);
+/* 1 for operators that compute a loss: ActNN and GACT keep their saves exact. */
+int actc__is_loss_op(const char *op);
+/* The mixed-precision policy's per-layer state, for tests and inspection:
+ * stable key, budget b^(l) and gradient magnitude g^(l) (< 0: not seen in a
+ * backward yet) of up to cap layers.  Returns the number of layers, or -1 if
+ * p is not an actnn mixed-precision policy. */
+int actc__actnn_layers(const actc_policy *p, uint64_t *keys, double *bits, double *grad_sq, int cap);
+/* The per-sample bits the policy chose for layer `key`'s last save (*n
+ * samples), or NULL. */
+const uint8_t *actc__actnn_sample_bits(const actc_policy *p, uint64_t key, int *n);
+
+/* ActNN's greedy allocation (bit_alloc.c): bits[i] in [lo, hi] minimising
+ * sum w[i] / (2^bits[i] - 1)^2 under sum c[i] * bits[i] <= budget, starting
+ * from hi and lowering the item whose move adds the least variance per unit
+ * of cost (c NULL: every cost is 1).  If even all-lo exceeds the budget, all
+ * items end at lo. */
+actc_status actc__alloc_bits_greedy(int n, const double *w, const double *c, int lo, int hi, double budget,
+                                    uint8_t *bits);
 #endif

@@ -13,6 +13,10 @@ files() { echo "--train-images $1 --train-labels $2 --test-images $D/img --test-
 expect_fail "unknown command" "unknown command 'trian'" $ACTC trian
 expect_fail "unknown model" "unknown model 'resnet99'" $ACTC train --model resnet99 $(files $D/img $D/lab) $SMALL
 expect_fail "unknown policy" "unknown compression policy 'zip:3'" $ACTC train --compress zip:3 $(files $D/img $D/lab) $SMALL
+# Out-of-range or malformed policy parameters name the spec and list what is accepted.
+expect_fail "quant bits > 8" "bad compression policy 'quant:9'.*1 to 8" $ACTC train --compress quant:9 $(files $D/img $D/lab) $SMALL
+expect_fail "actnn budget < 1" "bad compression policy 'actnn:0.5'" $ACTC train --compress actnn:0.5 $(files $D/img $D/lab) $SMALL
+expect_fail "malformed policy lists specs" "actnn:L3 +mixed precision" $ACTC train --compress quant:2,foo $(files $D/img $D/lab) $SMALL
 expect_fail "unknown flag" "unknown flag '--epoch'" $ACTC train --epoch 3
 expect_fail "bad number" "bad value 'ten' for --batch" $ACTC train --batch ten
 expect_fail "bad budget" "--mem-budget" $ACTC train --mem-budget 12parsecs

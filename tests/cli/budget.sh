@@ -9,7 +9,7 @@ expect_fail "train over budget" "memory budget exceeded" $ACTC train --model res
 expect_fail "train over budget in the forward pass" "memory budget exceeded.*(CONTEXT|ACT|SCRATCH)" $ACTC train --model resnet20 --mem-budget 5MiB $FILES
 expect_fail "maxbatch with no room" "not even batch" $ACTC maxbatch --model resnet20 --budget 1MiB
 if command -v valgrind > /dev/null; then
-    VG="valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=99"
+    VG=$VALGRIND
     expect_fail "valgrind: train over budget" "memory budget exceeded" $VG $ACTC train --model resnet20 --mem-budget 2MiB $FILES
     out=$($VG $ACTC train --model resnet20 --mem-budget 2MiB $FILES 2>&1); rc=$?
     [ $rc -eq 1 ] && pass "valgrind clean (exit $rc)" || { fail "valgrind reported errors or leaks (exit $rc)"; echo "$out" | tail -30; }

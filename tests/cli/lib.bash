@@ -6,6 +6,11 @@ trap 'rm -rf "$TMP"' EXIT
 FAILS=0
 PASSES=0
 
+# valgrind as the memory checks run it.  The programs use jemalloc (see
+# tools/malloc_conf.h): the soname synonym makes valgrind replace that malloc
+# too, so leaks and invalid accesses are tracked.
+VALGRIND="valgrind -q --soname-synonyms=somalloc=*jemalloc* --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=99"
+
 pass() { PASSES=$((PASSES + 1)); echo "ok: $1"; }
 fail() { FAILS=$((FAILS + 1)); echo "FAIL: $1"; }
 

@@ -7,7 +7,7 @@ source "$(dirname "$0")/lib.bash"
 if ! command -v valgrind > /dev/null; then echo "skip: valgrind not installed"; finish; exit 0; fi
 D=$TMP
 write_idx_images $D/img 16; write_idx_labels $D/lab 16
-out=$(ACTC_CONV=im2col valgrind -q --leak-check=full --errors-for-leak-kinds=definite,indirect --error-exitcode=99 \
+out=$(ACTC_CONV=im2col $VALGRIND \
       $ACTC train --model resnet20 --train-images $D/img --train-labels $D/lab --test-images $D/img --test-labels $D/lab \
       --batch 8 --epochs 1 --progress off --save $D/s.ckpt 2>&1); rc=$?
 if [ $rc -eq 0 ] && grep -q "test acc" <<<"$out"; then pass "valgrind clean over two training steps, evaluation and a checkpoint"

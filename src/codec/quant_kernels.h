@@ -1,0 +1,60 @@
+/* Kernels of the stochastic quantizer (quant_kernels.c), shared by the
+ * per-group and the per-tensor codec (codec_quant.c).
+ *
+ * A "run" is a stretch of elements quantized with one zero point and range
+ * and one random seed.  Its codes are a dense little-endian bit stream:
+ * chunks of 8 elements take exactly b bytes (element k of a chunk at bits
+ * k*b .. k*b+b-1), a final chunk of k < 8 elements takes ceil(k*b/8) bytes.
+ * Element i of a run is rounded up when the top 24 bits of
+ * lowbias32(seed + i), read as a fraction, are below the fraction of its
+ * scaled value, so the bytes depend on (seed, i) only and any run can be
+ * encoded by any thread.
+ *
+ * The per-group meta is 4 bytes: the zero point Z and the range R as
+ * little-endian bfloat16, in that order. */
+#ifndef ACTC_QUANT_KERNELS_H
+#define ACTC_QUANT_KERNELS_H
+#include <stddef.h>
+#include <stdint.h>
+
+#define ACTC_QUANT_META 4 /* bytes of meta per group */
+
+/* Bytes of a run of n codes at b bits. */
+static inline size_t actc__quant_run_bytes(size_t n, int b) { return (n * (size_t)b + 7) / 8; }
+
+/* Bits clamped to the supported 1..8 (policies validate; this keeps a bad
+ * value from ever indexing out of range). */
+static inline int actc__quant_clamp_bits(int b) { return b < 1 ? 1 : b > 8 ? 8 : b; }
+
+/* What the encoder and decoder of a run need, derived from the stored meta
+ * only, so both sides use the rounded Z and R. */
+typedef struct {
+    float z;     /* zero point                              */
+    float scale; /* B / R: value offset -> code units (0 if R == 0) */
+    float step;  /* R / B: code units -> value offset       */
+    int bits;
+} actc__qparams;
+
+/* Meta of a run with raw minimum mn and maximum mx (NaNs excluded; mn > mx
+ * means no finite value): Z = mn rounded down to bf16, R = mx - Z rounded up,
+ * so Z + R >= mx holds exactly.  Saturates at the largest finite bf16 (the
+ * encoder then clamps the values outside [Z, Z + R]). */
+void actc__quant_meta(float mn, float mx, int bits, uint8_t meta[ACTC_QUANT_META]);
+actc__qparams actc__quant_params(const uint8_t meta[ACTC_QUANT_META], int bits);
+
+/* Minimum and maximum of x[0..n), NaNs ignored (+inf, -inf if none). */
+void actc__quant_minmax(const float *x, size_t n, float *mn, float *mx);
+/* The encoders may write the payload with non-temporal stores: every
+ * thread that encoded calls this before the payload is read. */
+void actc__quant_fence(void);
+/* Quantize and pack a run of n elements with given parameters. */
+void actc__quant_pack(const float *x, size_t n, actc__qparams p, uint32_t seed, uint8_t *out);
+/* One group in one pass: min/max, meta, quantize, pack. */
+void actc__quant_encode_group(const float *x, size_t n, int bits, uint32_t seed,
+                              uint8_t meta[ACTC_QUANT_META], uint8_t *out);
+/* Unpack and dequantize a run of n elements. */
+void actc__quant_unpack(const uint8_t *in, size_t n, actc__qparams p, float *out);
+/* Elements [k, kend) of the run starting at `run` (k need not start a
+ * chunk) into out[0 .. kend - k). */
+void actc__quant_unpack_range(const uint8_t *run, size_t k, size_t kend, actc__qparams p, float *out);
+#endif

@@ -1,0 +1,59 @@
+/* Fixed-bit quantization policies (ActNN levels L1 and L2, and quant:B).
+ *   quant:B              every ACT save at B bits, per-group (G = 256)
+ *   quant:B,group=G      the same with groups of G elements
+ *   quant:B,per-tensor   one zero point and range per tensor (BLPA-like)
+ *   actnn:L1             4 bits for the inputs saved by convolutions only
+ *   actnn:L2             4 bits for every ACT save but the loss's
+ * ActNN never replaces the loss layer, so these policies keep what the loss
+ * saves (the logits, a few values per sample) in fp32: quant:B is then
+ * exactly ActNN's L2 at B bits, and per-group vs per-tensor and fixed vs
+ * mixed precision compare on the same tensors. */
+#include "policy.h"
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    int bits, group, per_tensor;
+    int conv_only;
+} quant_state;
+
+int actc__is_loss_op(const char *op) { return !strcmp(op, "cross_entropy"); }
+
+static actc_status quant_choose(actc_policy *p, const actc_save_desc *d, const actc_codec **codec,
+                                actc_codec_args *args)
+{
+    const quant_state *q = p->state;
+    if (actc__is_loss_op(d->op) || (q->conv_only && strcmp(d->op, "conv2d"))) {
+        *codec = &actc_codec_fp32;
+        return ACTC_OK;
+    }
+    *codec = q->per_tensor ? &actc_codec_quant_tensor : &actc_codec_quant;
+    args->bits = q->bits;
+    args->group = q->group;
+    return ACTC_OK;
+}
+
+static void quant_destroy(actc_policy *p)
+{
+    free(p->state);
+    free(p);
+}
+
+actc_status actc__policy_quant(const char *spec, int bits, int group, int per_tensor, int conv_only,
+                               actc_policy **out)
+{
+    actc_policy *p = calloc(1, sizeof *p);
+    quant_state *q = calloc(1, sizeof *q);
+    if (!p || !q) {
+        free(p);
+        free(q);
+        return actc_set_error(ACTC_ERR_OOM, "out of memory for policy '%s'", spec);
+    }
+    *q = (quant_state){bits, group, per_tensor, conv_only};
+    strncpy(p->spec, spec, sizeof p->spec - 1);
+    p->choose = quant_choose;
+    p->destroy = quant_destroy;
+    p->state = q;
+    *out = p;
+    return ACTC_OK;
+}

@@ -1,0 +1,231 @@
+/* Compression policies: spec parsing, ActNN's greedy bit allocation against
+ * an exhaustive search, the bits L3 gives to samples and layers of a small
+ * network whose sensitivities are known, and what each level quantizes. */
+#include "testutil.h"
+#include "autograd/autograd.h"
+#include "policy/policy.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- spec parsing ----------------------------------------------------------- */
+
+static void test_specs(void **state)
+{
+    (void)state;
+    actc_ctx *ctx = actc_ctx_new();
+    const char *good[][2] = {{"quant:2", "quant:2"},           {"quant:8", "quant:8"},
+                             {"QUANT:3,per-tensor", "quant:3,per-tensor"},
+                             {"quant:4,group=64", "quant:4,group=64"},
+                             {"actnn:L0", "actnn:L0"},         {"actnn:l1", "actnn:L1"},
+                             {"actnn:L2", "actnn:L2"},         {"actnn:L3", "actnn:L3"},
+                             {"actnn:2", "actnn:2"},           {"actnn:1.5", "actnn:1.5"},
+                             {"actnn:1.25", "actnn:1.25"},     {"actnn:8", "actnn:8"}};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        assert_int_equal(actc_ctx_set_policy(ctx, good[i][0]), ACTC_OK);
+        assert_string_equal(actc_ctx_policy(ctx), good[i][1]);
+    }
+    const char *bad[] = {"quant:9", "quant:0", "quant:", "quant:2.5", "quant:2,foo", "quant:2,group=0",
+                         "actnn:0.5", "actnn:9",  "actnn:L4", "actnn:", "actnn:2x",  "actnn",
+                         "quant",     "gact:x"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        assert_int_equal(actc_ctx_set_policy(ctx, bad[i]), ACTC_ERR_INVALID);
+        /* The message names the spec and lists what is accepted. */
+        assert_non_null(strstr(actc_last_error(), bad[i]));
+        assert_non_null(strstr(actc_last_error(), "actnn:L3"));
+        assert_non_null(strstr(actc_last_error(), "quant:B"));
+    }
+    actc_clear_error();
+    actc_ctx_free(ctx);
+}
+
+/* ---- greedy allocation --------------------------------------------------------- */
+
+static double objective(int n, const double *w, const uint8_t *b)
+{
+    double v = 0;
+    for (int i = 0; i < n; i++) {
+        double L = (double)((1 << b[i]) - 1);
+        v += w[i] / (L * L);
+    }
+    return v;
+}
+
+/* Best objective over all bit vectors in [1,8]^n within the budget. */
+static double exhaustive(int n, const double *w, const double *c, double budget)
+{
+    double best = INFINITY;
+    uint8_t b[4];
+    for (int code = 0; code < (1 << (3 * n)); code++) {
+        double cost = 0;
+        for (int i = 0; i < n; i++) {
+            b[i] = (uint8_t)(1 + ((code >> (3 * i)) & 7));
+            cost += c[i] * b[i];
+        }
+        if (cost <= budget + 1e-9) {
+            double v = objective(n, w, b);
+            if (v < best) best = v;
+        }
+    }
+    return best;
+}
+
+static void test_greedy_matches_exhaustive(void **state)
+{
+    (void)state;
+    const double ones[4] = {1, 1, 1, 1};
+    for (int trial = 0; trial < 40; trial++) {
+        double w[4];
+        for (int i = 0; i < 4; i++) w[i] = pow(10.0, 4.0 * actc_rand_uniform(7, (uint64_t)(trial * 4 + i)));
+        double budget = 4 + trial % 25; /* 4 (all 1 bit) .. 28 bits */
+        uint8_t b[4];
+        assert_int_equal(actc__alloc_bits_greedy(4, w, ones, 1, 8, budget, b), ACTC_OK);
+        double used = 0;
+        for (int i = 0; i < 4; i++) {
+            assert_in_range(b[i], 1, 8);
+            used += b[i];
+        }
+        assert_true(used <= budget);
+        /* With equal costs the objective is separable and convex in each
+         * item's bits, so greedy is optimal. */
+        double best = exhaustive(4, w, ones, budget);
+        assert_true(fabs(objective(4, w, b) - best) <= 1e-12 * best);
+    }
+    /* Unequal costs (per-layer allocation: a bit costs D^(l)): the budget
+     * always holds, and greedy stays close to the optimum. */
+    for (int trial = 0; trial < 40; trial++) {
+        double w[4], c[4], total = 0;
+        for (int i = 0; i < 4; i++) {
+            w[i] = pow(10.0, 4.0 * actc_rand_uniform(8, (uint64_t)(trial * 4 + i)));
+            c[i] = 1 + 15 * actc_rand_uniform(9, (uint64_t)(trial * 4 + i));
+            total += c[i];
+        }
+        double budget = total * (1.5 + 3 * actc_rand_uniform(10, (uint64_t)trial));
+        uint8_t b[4];
+        assert_int_equal(actc__alloc_bits_greedy(4, w, c, 1, 8, budget, b), ACTC_OK);
+        double used = 0;
+        for (int i = 0; i < 4; i++) used += c[i] * b[i];
+        assert_true(used <= budget);
+        assert_true(objective(4, w, b) <= 4 * exhaustive(4, w, c, budget));
+    }
+    /* A budget below all-lo leaves everything at lo; a generous one at hi. */
+    double w[3] = {1, 2, 3};
+    uint8_t b[3];
+    assert_int_equal(actc__alloc_bits_greedy(3, w, NULL, 1, 8, 1.0, b), ACTC_OK);
+    for (int i = 0; i < 3; i++) assert_int_equal(b[i], 1);
+    assert_int_equal(actc__alloc_bits_greedy(3, w, NULL, 1, 8, 100.0, b), ACTC_OK);
+    for (int i = 0; i < 3; i++) assert_int_equal(b[i], 8);
+}
+
+/* ---- L3 on a network with known sensitivities --------------------------------- */
+
+enum { NS = 8, DIM = 512 };
+
+/* h = x W1^T, y = h W2^T, loss = sum(y * R) (tu_wsum, R uniform in
+ * [-0.5, 0.5) from seed 99), with W1 = I and W2 = scale2 * I: x and h have the
+ * same values (same ranges), but the gradient reaching h's consumer's output
+ * (dL/dy = R) is scale2 times smaller than the one reaching x's consumer's
+ * output (dL/dh = scale2 R).  Sample 0 of x spans a 100x larger range. */
+static void two_layer_step(actc_ctx *ctx, float scale2)
+{
+    int ws[2] = {DIM, DIM}, xs[2] = {NS, DIM};
+    actc_tensor *w1 = actc_param_new(2, ws, "w1"), *w2 = actc_param_new(2, ws, "w2");
+    memset(w1->data, 0, w1->numel * sizeof(float));
+    memset(w2->data, 0, w2->numel * sizeof(float));
+    for (int i = 0; i < DIM; i++) {
+        w1->data[i * DIM + i] = 1.0f;
+        w2->data[i * DIM + i] = scale2;
+    }
+    actc_tensor *x = tu_rand(2, xs, 5, -1, 1, 0);
+    for (int i = 0; i < DIM; i++) x->data[i] *= 100.0f;
+    actc_tensor *h = actc_linear(ctx, x, w1, NULL);
+    actc_tensor *y = actc_linear(ctx, h, w2, NULL);
+    actc_tensor *loss = tu_wsum(ctx, y, 99);
+    assert_int_equal(actc_backward(ctx, loss), ACTC_OK);
+    actc_tensor_release(loss);
+    actc_tensor_release(y);
+    actc_tensor_release(h);
+    actc_tensor_release(x);
+    actc_tensor_release(w1);
+    actc_tensor_release(w2);
+}
+
+static void test_mixed_precision_bits(void **state)
+{
+    (void)state;
+    actc_ctx *ctx = actc_ctx_new();
+    assert_int_equal(actc_ctx_set_policy(ctx, "actnn:2"), ACTC_OK);
+    uint64_t keys[4];
+    double bits[4], g[4];
+    assert_int_equal(actc__actnn_layers(ctx->policy, keys, bits, g, 4), 0);
+
+    two_layer_step(ctx, 100.0f);
+    assert_int_equal(actc__actnn_layers(ctx->policy, keys, bits, g, 4), 2);
+    /* Layer 0 is x (saved by the first linear), layer 1 is h.  Their
+     * gradient magnitudes are what the engine measured on the outputs. */
+    print_message("layer bits %.3f %.3f, grad^2 %.4g %.4g\n", bits[0], bits[1], g[0], g[1]);
+    assert_true(g[0] > 0 && g[1] > 0);
+    assert_true(fabs(g[0] / g[1] - 1e4) < 1e4 * 1e-3);
+    /* Per-layer allocation: the layer whose gradient is 100x larger gets
+     * more bits, and the two (equal sized) layers share the 2-bit budget. */
+    assert_true(bits[0] > 2.0 && bits[1] < 2.0);
+    assert_true(bits[0] + bits[1] <= 4.0 + 1e-9);
+
+    /* Per-sample allocation (made during the forward of this step from the
+     * budgets above): sample 0, with the widest range, gets the most bits;
+     * the samples' total stays within N * b^(l). */
+    two_layer_step(ctx, 100.0f);
+    int n;
+    const uint8_t *sb = actc__actnn_sample_bits(ctx->policy, keys[0], &n);
+    assert_non_null(sb);
+    assert_int_equal(n, NS);
+    int sum = 0;
+    for (int i = 0; i < NS; i++) {
+        sum += sb[i];
+        if (i) assert_true(sb[0] > sb[i]);
+    }
+    assert_true(sum <= bits[0] * NS + 1e-9);
+    actc_ctx_free(ctx);
+}
+
+/* A tensor two operators saved is stored once; its gradient magnitude is
+ * the sum of what reaches both savers' outputs (here both get R). */
+static void test_shared_save_sums_gradients(void **state)
+{
+    (void)state;
+    actc_ctx *ctx = actc_ctx_new();
+    assert_int_equal(actc_ctx_set_policy(ctx, "actnn:2"), ACTC_OK);
+    int ws[2] = {DIM, DIM}, xs[2] = {NS, DIM};
+    actc_tensor *w1 = actc_param_new(2, ws, "w1"), *w2 = actc_param_new(2, ws, "w2");
+    tu_fill_uniform(w1, 1, -0.1f, 0.1f);
+    tu_fill_uniform(w2, 2, -0.1f, 0.1f);
+    actc_tensor *x = tu_rand(2, xs, 5, -1, 1, 0);
+    actc_tensor *h1 = actc_linear(ctx, x, w1, NULL), *h2 = actc_linear(ctx, x, w2, NULL);
+    actc_tensor *y = actc_add(ctx, h1, h2);
+    actc_tensor *loss = tu_wsum(ctx, y, 99);
+    assert_int_equal(actc_backward(ctx, loss), ACTC_OK);
+    uint64_t keys[4];
+    double bits[4], g[4];
+    assert_int_equal(actc__actnn_layers(ctx->policy, keys, bits, g, 4), 1);
+    double r2 = 0;
+    for (size_t i = 0; i < (size_t)NS * DIM; i++) {
+        double r = actc_rand_uniform(99, i) - 0.5f;
+        r2 += r * r;
+    }
+    print_message("shared save: grad^2 %.6g, expected 2 x %.6g\n", g[0], r2 / NS);
+    assert_true(fabs(g[0] - 2 * r2 / NS) < 1e-4 * r2);
+    actc_tensor *ts[] = {loss, y, h1, h2, x, w1, w2};
+    for (int i = 0; i < 7; i++) actc_tensor_release(ts[i]);
+    actc_ctx_free(ctx);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_specs),
+        cmocka_unit_test(test_greedy_matches_exhaustive),
+        cmocka_unit_test(test_mixed_precision_bits),
+        cmocka_unit_test(test_shared_save_sums_gradients),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
