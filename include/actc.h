@@ -355,7 +355,17 @@ actc_tensor *actc_conv2d(actc_ctx *ctx, actc_tensor *x, actc_tensor *w, actc_ten
 actc_tensor *actc_batchnorm2d(actc_ctx *ctx, actc_tensor *x, actc_tensor *gamma,
                               actc_tensor *beta, actc_tensor *running_mean,
                               actc_tensor *running_var, float momentum, float eps);
+/* max(x, 0). */
 actc_tensor *actc_relu(actc_ctx *ctx, actc_tensor *x);
+/* As actc_batchnorm2d and actc_relu, but taking over the caller's reference
+ * to x (released in every case, errors included): when it was x's only
+ * reference, the result is computed in x's own buffer (x keeps no data
+ * afterwards), so a model that no longer needs x holds one activation
+ * fewer.  What backward needs was saved before x was overwritten. */
+actc_tensor *actc_batchnorm2d_take(actc_ctx *ctx, actc_tensor *x, actc_tensor *gamma,
+                                   actc_tensor *beta, actc_tensor *running_mean,
+                                   actc_tensor *running_var, float momentum, float eps);
+actc_tensor *actc_relu_take(actc_ctx *ctx, actc_tensor *x);
 /* Max pooling, window k, stride s, zero... padding p (padded cells never win). */
 actc_tensor *actc_maxpool2d(actc_ctx *ctx, actc_tensor *x, int k, int s, int p);
 /* Average pooling (padding counted in the divisor, as PyTorch's default). */
@@ -366,6 +376,8 @@ actc_tensor *actc_global_avgpool(actc_ctx *ctx, actc_tensor *x);
 actc_tensor *actc_dropout(actc_ctx *ctx, actc_tensor *x, float p);
 /* a + b, same shapes (residual connection). */
 actc_tensor *actc_add(actc_ctx *ctx, actc_tensor *a, actc_tensor *b);
+/* As actc_add, taking over the caller's reference to a (like actc_relu_take). */
+actc_tensor *actc_add_take(actc_ctx *ctx, actc_tensor *a, actc_tensor *b);
 /* Same data, new shape (same numel); one dim may be -1. */
 actc_tensor *actc_reshape(actc_ctx *ctx, actc_tensor *x, int ndim, const int *shape);
 /* [N, ...] -> [N, rest]. */

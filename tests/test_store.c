@@ -187,6 +187,78 @@ static void test_grad_adopt(void **state)
     assert_int_equal(tu_mem_now(), m0);
 }
 
+/* The _take forms (batch norm, ReLU, addition) compute in the input's
+ * buffer when the caller held its only reference, and otherwise behave like
+ * the plain forms: same outputs, same gradients, same saves. */
+static void take_chain(int take, int share, int s4[4], float *out, float *gin, size_t *act_peak)
+{
+    int cs[1] = {s4[1]};
+    actc_tensor *x = tu_rand(4, s4, 8, -1, 1, 1);
+    actc_tensor *g = actc_param_new(1, cs, "g"), *b = actc_param_new(1, cs, "b");
+    tu_fill_uniform(g, 3, 0.5f, 1.5f);
+    actc_ctx *ctx = actc_ctx_new();
+    actc_mem_reset_peak();
+    actc_tensor *h = actc_mul(ctx, x, x); /* an intermediate the chain may consume */
+    actc_tensor *keep = share ? actc_tensor_retain(h) : NULL;
+    actc_tensor *y;
+    if (take) {
+        y = actc_batchnorm2d_take(ctx, h, g, b, NULL, NULL, 0.1f, 1e-5f);
+        y = actc_relu_take(ctx, y);
+        y = actc_add_take(ctx, y, x);
+    } else {
+        actc_tensor *t1 = actc_batchnorm2d(ctx, h, g, b, NULL, NULL, 0.1f, 1e-5f);
+        actc_tensor_release(h);
+        actc_tensor *t2 = actc_relu(ctx, t1);
+        actc_tensor_release(t1);
+        y = actc_add(ctx, t2, x);
+        actc_tensor_release(t2);
+    }
+    assert_non_null(y);
+    actc_mem_stats ms;
+    actc_mem_get_stats(&ms);
+    *act_peak = ms.peak[ACTC_MEM_ACT];
+    if (keep) {
+        assert_non_null(keep->data); /* a shared input keeps its values */
+        actc_tensor_release(keep);
+    }
+    memcpy(out, y->data, y->numel * sizeof(float));
+    actc_tensor *loss = tu_wsum(ctx, y, 99);
+    actc_tensor_release(y);
+    assert_int_equal(actc_backward(ctx, loss), ACTC_OK);
+    actc_tensor_release(loss);
+    memcpy(gin, x->grad->data, x->numel * sizeof(float));
+    actc_tensor_drop_grad(g);
+    actc_tensor_drop_grad(b);
+    actc_tensor_release(g);
+    actc_tensor_release(b);
+    actc_tensor_release(x);
+    actc_ctx_free(ctx);
+}
+
+static void test_take_forms(void **state)
+{
+    (void)state;
+    size_t m0 = tu_mem_now();
+    int s4[4] = {4, 3, 5, 6};
+    const size_t n = 360, bytes = n * sizeof(float);
+    float o0[360], g0[360], o1[360], g1[360], o2[360], g2[360];
+    size_t p0, p1, p2;
+    take_chain(0, 0, s4, o0, g0, &p0);
+    take_chain(1, 0, s4, o1, g1, &p1);
+    take_chain(1, 1, s4, o2, g2, &p2);
+    assert_memory_equal(o0, o1, bytes);
+    assert_memory_equal(g0, g1, bytes);
+    assert_memory_equal(o0, o2, bytes);
+    assert_memory_equal(g0, g2, bytes);
+    print_message("ACT peak of the forward: plain %zu, take %zu, take of a shared input %zu\n", p0, p1, p2);
+    /* plain: x, h and the batch norm's output (then the ReLU's, then the
+     * sum) are alive together; take: x and one buffer for the whole chain. */
+    assert_int_equal(p0, 3 * bytes);
+    assert_int_equal(p1, 2 * bytes);
+    assert_true(p2 > p1);
+    assert_int_equal(tu_mem_now(), m0);
+}
+
 /* ---- tests --------------------------------------------------------------- */
 
 static void test_relu_mask_bytes(void **state)
@@ -487,6 +559,7 @@ int main(void)
         cmocka_unit_test(test_relu_mask_bytes),
         cmocka_unit_test(test_load_rows_and_adopt),
         cmocka_unit_test(test_grad_adopt),
+        cmocka_unit_test(test_take_forms),
         cmocka_unit_test(test_mask_and_act_counted_once),
         cmocka_unit_test(test_maxpool_index_bytes),
         cmocka_unit_test(test_chain_policies),

@@ -7,6 +7,15 @@
  * keeping its data alive: these count such references. */
 void actc__tensor_tape_ref(actc_tensor *t);
 void actc__tensor_tape_unref(actc_tensor *t);
+/* A tensor of that shape without data yet (data NULL): for an operator that
+ * must record its output before it decides where the output's data lives. */
+actc_tensor *actc__tensor_header(actc_mem_cat cat, int ndim, const int *shape);
+/* Give the header `to` its data: the buffer of `from` (if not NULL, of the
+ * same size and category) when the caller's reference is its only one, so
+ * nobody can read it again (from keeps its struct for the tape, but no
+ * data); otherwise a new block of to's category.  Returns ACTC_OK, or
+ * ACTC_ERR_OOM with the message set. */
+actc_status actc__tensor_give_data(actc_tensor *to, actc_tensor *from);
 /* Product of dims; 0 ndim -> 1 (scalar). */
 size_t actc__numel(int ndim, const int *shape);
 /* Minimum of two sizes. */

@@ -35,7 +35,7 @@ static size_t checked_numel(int ndim, const int *shape, int *overflow)
     return n;
 }
 
-actc_tensor *actc_tensor_new(actc_mem_cat cat, int ndim, const int *shape)
+actc_tensor *actc__tensor_header(actc_mem_cat cat, int ndim, const int *shape)
 {
     if (ndim < 0 || ndim > ACTC_MAX_DIMS) {
         actc_set_error(ACTC_ERR_INVALID, "tensor with %d dims (at most %d)", ndim, ACTC_MAX_DIMS);
@@ -63,12 +63,31 @@ actc_tensor *actc_tensor_new(actc_mem_cat cat, int ndim, const int *shape)
     t->cat = cat;
     t->id = atomic_fetch_add(&g_next_id, 1);
     t->refs_ = 1;
+    return t;
+}
+
+actc_tensor *actc_tensor_new(actc_mem_cat cat, int ndim, const int *shape)
+{
+    actc_tensor *t = actc__tensor_header(cat, ndim, shape);
+    if (!t) return NULL;
     t->data = actc_mem_alloc(cat, t->numel * sizeof(float));
     if (!t->data) {
         free(t);
         return NULL;
     }
     return t;
+}
+
+actc_status actc__tensor_give_data(actc_tensor *to, actc_tensor *from)
+{
+    if (from && from->refs_ == 1 && from->data && from->cat == to->cat && from->numel == to->numel &&
+        !from->is_param) {
+        to->data = from->data;
+        from->data = NULL;
+        return ACTC_OK;
+    }
+    to->data = actc_mem_alloc(to->cat, to->numel * sizeof(float));
+    return to->data ? ACTC_OK : actc_last_status();
 }
 
 actc_tensor *actc_tensor_zeros(actc_mem_cat cat, int ndim, const int *shape)

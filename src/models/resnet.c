@@ -71,19 +71,15 @@ static actc_tensor *conv_bn_fwd(actc_ctx *ctx, const conv_bn *cb, actc_tensor *x
     actc_tensor *h = actc_conv2d(ctx, x, cb->w, NULL, cb->stride, cb->pad);
     if (take) actc_tensor_release(x);
     if (!h) return NULL;
-    actc_tensor *y = actc_batchnorm2d(ctx, h, cb->gamma, cb->beta, cb->mean, cb->var, BN_MOMENTUM, BN_EPS);
-    actc_tensor_release(h); /* its data dies here: the store keeps what backward needs */
-    return y;
+    /* The batch norm normalises h in place: the store keeps what backward needs. */
+    return actc_batchnorm2d_take(ctx, h, cb->gamma, cb->beta, cb->mean, cb->var, BN_MOMENTUM, BN_EPS);
 }
 
 /* relu(conv_bn(x)); x stays owned by the caller. */
 static actc_tensor *conv_bn_relu(actc_ctx *ctx, const conv_bn *cb, actc_tensor *x)
 {
     actc_tensor *h = conv_bn_fwd(ctx, cb, x, 0);
-    if (!h) return NULL;
-    actc_tensor *y = actc_relu(ctx, h);
-    actc_tensor_release(h);
-    return y;
+    return h ? actc_relu_take(ctx, h) : NULL;
 }
 
 static actc_tensor *block_fwd(actc_ctx *ctx, const block *b, actc_tensor *x)
@@ -97,13 +93,10 @@ static actc_tensor *block_fwd(actc_ctx *ctx, const block *b, actc_tensor *x)
         actc_tensor_release(h2);
         return NULL;
     }
-    actc_tensor *sum = actc_add(ctx, h2, s);
-    actc_tensor_release(h2);
+    actc_tensor *sum = actc_add_take(ctx, h2, s); /* into h2's buffer */
     actc_tensor_release(s);
     if (!sum) return NULL;
-    actc_tensor *y = actc_relu(ctx, sum);
-    actc_tensor_release(sum);
-    return y;
+    return actc_relu_take(ctx, sum);
 }
 
 static actc_tensor *resnet_forward(actc_model *m, actc_ctx *ctx, actc_tensor *x)

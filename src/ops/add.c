@@ -20,12 +20,12 @@ static actc_status add_backward(actc_ctx *ctx, actc_node *node)
     return actc_grad_adopt(ctx, node->inputs[0], actc_grad_take(node));
 }
 
-actc_tensor *actc_add(actc_ctx *ctx, actc_tensor *a, actc_tensor *b)
+static actc_tensor *add_forward(actc_ctx *ctx, actc_tensor *a, actc_tensor *b, int take)
 {
     OP_CHECK(ctx, "add: NULL context");
-    actc_tensor *y = actc__binary_output("add", "+", a, b);
+    const float *ad = a ? a->data : NULL, *bd = b ? b->data : NULL; /* before y may take a's buffer */
+    actc_tensor *y = actc__binary_output_take("add", "+", a, b, take);
     if (!y) return NULL;
-    const float *ad = a->data, *bd = b->data;
     float *yd = y->data;
     const size_t n = a->numel;
 #pragma omp parallel for simd schedule(static) if (n > 65536)
@@ -33,4 +33,13 @@ actc_tensor *actc_add(actc_ctx *ctx, actc_tensor *a, actc_tensor *b)
     actc_tensor *in[2] = {a, b};
     actc_node *node;
     return actc__op_record(ctx, "add", add_backward, y, 2, in, &node);
+}
+
+actc_tensor *actc_add(actc_ctx *ctx, actc_tensor *a, actc_tensor *b) { return add_forward(ctx, a, b, 0); }
+
+actc_tensor *actc_add_take(actc_ctx *ctx, actc_tensor *a, actc_tensor *b)
+{
+    actc_tensor *y = add_forward(ctx, a, b, 1);
+    actc_tensor_release(a);
+    return y;
 }

@@ -105,9 +105,11 @@ done:
     return st;
 }
 
-actc_tensor *actc_batchnorm2d(actc_ctx *ctx, actc_tensor *x, actc_tensor *gamma, actc_tensor *beta,
-                              actc_tensor *running_mean, actc_tensor *running_var, float momentum,
-                              float eps)
+/* take: the output may reuse x's buffer (see actc_batchnorm2d_take); it is
+ * then written only after x was saved. */
+static actc_tensor *bn_forward(actc_ctx *ctx, actc_tensor *x, actc_tensor *gamma, actc_tensor *beta,
+                               actc_tensor *running_mean, actc_tensor *running_var, float momentum, float eps,
+                               int take)
 {
     OP_CHECK(ctx, "batchnorm2d: NULL context");
     OP_CHECK(x && x->data, "batchnorm2d: input x is NULL or its data was already freed");
@@ -137,13 +139,17 @@ actc_tensor *actc_batchnorm2d(actc_ctx *ctx, actc_tensor *x, actc_tensor *gamma,
     OP_CHECK(!training || M > 1, "batchnorm2d: training needs more than one value per channel, x is %s",
              sx);
 
-    actc_tensor *y = actc_tensor_new(ACTC_MEM_ACT, 4, x->shape);
-    if (!y) return NULL;
     const float *xd = x->data;
-    float *yd = y->data;
     const float *gd = gamma ? gamma->data : NULL, *bd = beta ? beta->data : NULL;
+    actc_tensor *y = actc__tensor_header(ACTC_MEM_ACT, 4, x->shape);
+    if (!y) return NULL;
 
     if (!training) {
+        if (actc__tensor_give_data(y, take ? x : NULL) != ACTC_OK) {
+            actc_tensor_release(y);
+            return NULL;
+        }
+        float *yd = y->data;
         const float *rm = running_mean->data, *rv = running_var->data;
 #pragma omp parallel for schedule(static)
         for (int pl = 0; pl < N * C; pl++) {
@@ -194,12 +200,6 @@ actc_tensor *actc_batchnorm2d(actc_ctx *ctx, actc_tensor *x, actc_tensor *gamma,
         md[c] = (float)mu;
         vd[c] = (float)v;
         rd[c] = r;
-        const float scale = (gd ? gd[c] : 1.0f) * r, beta_c = bd ? bd[c] : 0.0f;
-        const float muf = (float)mu;
-        for (int n = 0; n < N; n++) {
-            const size_t off = ((size_t)n * C + c) * HW;
-            for (int i = 0; i < HW; i++) yd[off + i] = (xd[off + i] - muf) * scale + beta_c;
-        }
     }
 
     actc_tensor *in[3] = {x, gamma, beta};
@@ -215,6 +215,17 @@ actc_tensor *actc_batchnorm2d(actc_ctx *ctx, actc_tensor *x, actc_tensor *gamma,
             actc_save(ctx, node, rstd, ACTC_SAVE_EXACT) != ACTC_OK ||
             (node->iattr[0] && actc_save(ctx, node, gamma, ACTC_SAVE_EXACT) != ACTC_OK))
             goto fail;
+    }
+    /* x is saved: now y may take its buffer over. */
+    if (actc__tensor_give_data(y, take ? x : NULL) != ACTC_OK) goto fail;
+    float *yd = y->data;
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < C; c++) {
+        const float scale = (gd ? gd[c] : 1.0f) * rd[c], beta_c = bd ? bd[c] : 0.0f, muf = md[c];
+        for (int n = 0; n < N; n++) {
+            const size_t off = ((size_t)n * C + c) * HW;
+            for (int i = 0; i < HW; i++) yd[off + i] = (xd[off + i] - muf) * scale + beta_c;
+        }
     }
     /* Running statistics move only once the step's forward has succeeded. */
     if (running_mean) {
@@ -236,4 +247,19 @@ fail:
     actc_tensor_release(rstd);
     actc_tensor_release(var);
     return NULL;
+}
+
+actc_tensor *actc_batchnorm2d(actc_ctx *ctx, actc_tensor *x, actc_tensor *gamma, actc_tensor *beta,
+                              actc_tensor *running_mean, actc_tensor *running_var, float momentum, float eps)
+{
+    return bn_forward(ctx, x, gamma, beta, running_mean, running_var, momentum, eps, 0);
+}
+
+actc_tensor *actc_batchnorm2d_take(actc_ctx *ctx, actc_tensor *x, actc_tensor *gamma, actc_tensor *beta,
+                                   actc_tensor *running_mean, actc_tensor *running_var, float momentum,
+                                   float eps)
+{
+    actc_tensor *y = bn_forward(ctx, x, gamma, beta, running_mean, running_var, momentum, eps, 1);
+    actc_tensor_release(x);
+    return y;
 }

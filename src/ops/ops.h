@@ -57,9 +57,12 @@ static inline int actc__chunk_rows(const actc_tensor *t)
         }                                                               \
     } while (0)
 /* Check two inputs of an element-wise binary op (present, same shape) and
- * allocate its output; NULL with ACTC_ERR_INVALID naming op and shapes. */
-static inline actc_tensor *actc__binary_output(const char *op, const char *sym, const actc_tensor *a,
-                                               const actc_tensor *b)
+ * make its output; NULL with ACTC_ERR_INVALID naming op and shapes.  With
+ * take, the output takes a's buffer when the caller holds a's only
+ * reference (see actc__tensor_give_data; element-wise ops may then compute
+ * in place, having read a's data pointer first). */
+static inline actc_tensor *actc__binary_output_take(const char *op, const char *sym, actc_tensor *a,
+                                                    const actc_tensor *b, int take)
 {
     if (!a || !a->data || !b || !b->data) {
         actc_set_error(ACTC_ERR_INVALID, "%s: an input is NULL or its data was already freed", op);
@@ -71,7 +74,17 @@ static inline actc_tensor *actc__binary_output(const char *op, const char *sym, 
                        actc_shape_str(b, sb, sizeof sb));
         return NULL;
     }
-    return actc_tensor_new(ACTC_MEM_ACT, a->ndim, a->shape);
+    actc_tensor *y = actc__tensor_header(ACTC_MEM_ACT, a->ndim, a->shape);
+    if (y && actc__tensor_give_data(y, take ? a : NULL) != ACTC_OK) {
+        actc_tensor_release(y);
+        return NULL;
+    }
+    return y;
+}
+static inline actc_tensor *actc__binary_output(const char *op, const char *sym, actc_tensor *a,
+                                               const actc_tensor *b)
+{
+    return actc__binary_output_take(op, sym, a, b, 0);
 }
 
 /* What a product y = f(x, w) (linear, conv2d) keeps for backward: x only

@@ -36,14 +36,19 @@ static actc_status relu_backward(actc_ctx *ctx, actc_node *node)
     return st == ACTC_OK ? actc_grad_adopt(ctx, x, actc_grad_take(node)) : st;
 }
 
-actc_tensor *actc_relu(actc_ctx *ctx, actc_tensor *x)
+/* take: the output may reuse x's buffer (see actc_relu_take). */
+static actc_tensor *relu_forward(actc_ctx *ctx, actc_tensor *x, int take)
 {
     OP_CHECK(ctx, "relu: NULL context");
     OP_CHECK(x && x->data, "relu: input is NULL or its data was already freed");
-    actc_tensor *y = actc_tensor_new(ACTC_MEM_ACT, x->ndim, x->shape);
-    if (!y) return NULL;
     const float *xd = x->data;
-    float *yd = y->data;
+    actc_tensor *y = actc__tensor_header(ACTC_MEM_ACT, x->ndim, x->shape);
+    if (!y) return NULL;
+    if (actc__tensor_give_data(y, take ? x : NULL) != ACTC_OK) {
+        actc_tensor_release(y);
+        return NULL;
+    }
+    float *yd = y->data; /* may be xd: element-wise, so in place is fine */
     const size_t n = x->numel;
     /* x < 0 ? 0 : x lets a NaN through (as PyTorch does), so a diverging run
      * is caught by the loss check instead of being silently zeroed. */
@@ -53,5 +58,14 @@ actc_tensor *actc_relu(actc_ctx *ctx, actc_tensor *x)
     actc_node *node;
     if (!actc__op_record(ctx, "relu", relu_backward, y, 1, &x, &node)) return NULL;
     if (node) OP_SAVE(ctx, node, y, ACTC_SAVE_MASK, y);
+    return y;
+}
+
+actc_tensor *actc_relu(actc_ctx *ctx, actc_tensor *x) { return relu_forward(ctx, x, 0); }
+
+actc_tensor *actc_relu_take(actc_ctx *ctx, actc_tensor *x)
+{
+    actc_tensor *y = relu_forward(ctx, x, 1);
+    actc_tensor_release(x);
     return y;
 }
