@@ -357,11 +357,16 @@ actc_tensor *actc_batchnorm2d(actc_ctx *ctx, actc_tensor *x, actc_tensor *gamma,
                               actc_tensor *running_var, float momentum, float eps);
 /* max(x, 0). */
 actc_tensor *actc_relu(actc_ctx *ctx, actc_tensor *x);
-/* As actc_batchnorm2d and actc_relu, but taking over the caller's reference
- * to x (released in every case, errors included): when it was x's only
- * reference, the result is computed in x's own buffer (x keeps no data
- * afterwards), so a model that no longer needs x holds one activation
- * fewer.  What backward needs was saved before x was overwritten. */
+/* As actc_conv2d, actc_batchnorm2d and actc_relu, but taking over the
+ * caller's reference to x (released in every case, errors included): when it
+ * was x's only reference, the result is computed in x's own buffer (x keeps
+ * no data afterwards), so a model that no longer needs x holds one
+ * activation fewer.  What backward needs was saved before x was
+ * overwritten.  conv2d does so when the output is as large as the input
+ * (stride 1, as many output as input channels) on the oneDNN backend, a
+ * chunk of samples at a time; otherwise it allocates as actc_conv2d does. */
+actc_tensor *actc_conv2d_take(actc_ctx *ctx, actc_tensor *x, actc_tensor *w, actc_tensor *b,
+                              int stride, int pad);
 actc_tensor *actc_batchnorm2d_take(actc_ctx *ctx, actc_tensor *x, actc_tensor *gamma,
                                    actc_tensor *beta, actc_tensor *running_mean,
                                    actc_tensor *running_var, float momentum, float eps);

@@ -63,13 +63,13 @@ static actc_status make_conv_bn(actc_model *m, conv_bn *cb, const char *prefix, 
     return ACTC_OK;
 }
 
-/* conv -> batch norm.  The caller's reference to x is released after the
- * convolution if `take` (x's data can die before the batch norm allocates
- * its output: one activation fewer alive), else x stays the caller's. */
+/* conv -> batch norm.  With `take` the caller's reference to x goes to the
+ * convolution, which then computes in x's buffer (one activation fewer
+ * alive); else x stays the caller's. */
 static actc_tensor *conv_bn_fwd(actc_ctx *ctx, const conv_bn *cb, actc_tensor *x, int take)
 {
-    actc_tensor *h = actc_conv2d(ctx, x, cb->w, NULL, cb->stride, cb->pad);
-    if (take) actc_tensor_release(x);
+    actc_tensor *h = take ? actc_conv2d_take(ctx, x, cb->w, NULL, cb->stride, cb->pad)
+                          : actc_conv2d(ctx, x, cb->w, NULL, cb->stride, cb->pad);
     if (!h) return NULL;
     /* The batch norm normalises h in place: the store keeps what backward needs. */
     return actc_batchnorm2d_take(ctx, h, cb->gamma, cb->beta, cb->mean, cb->var, BN_MOMENTUM, BN_EPS);

@@ -726,8 +726,70 @@ done:
     return st;
 }
 
-actc_tensor *actc_conv2d(actc_ctx *ctx, actc_tensor *x, actc_tensor *w, actc_tensor *b, int stride,
-                         int pad)
+/* Record the node and its saves (the forward result y need not be computed
+ * yet: only its shape matters).  Releases y on failure. */
+static actc_tensor *record_conv(actc_ctx *ctx, actc_tensor *x, actc_tensor *w, actc_tensor *b, int stride, int pad,
+                                actc_tensor *y)
+{
+    actc_tensor *in[3] = {x, w, b};
+    actc_node *node;
+    if (!actc__op_record(ctx, "conv2d", conv2d_backward, y, b ? 3 : 2, in, &node)) return NULL;
+    if (node) {
+        node->iattr[IA_STRIDE] = stride;
+        node->iattr[IA_PAD] = pad;
+        if (actc__save_product_inputs(ctx, node, x, w, &node->iattr[IA_XSLOT], &node->iattr[IA_WSLOT]) !=
+            ACTC_OK) {
+            actc_tensor_release(y);
+            return NULL;
+        }
+    }
+    return y;
+}
+
+/* The forward computed in x's own buffer, a chunk of samples at a time
+ * (each output sample depends on its input sample only): x is saved first,
+ * then every chunk's output goes to a chunk-sized scratch and over the
+ * chunk's input, and y takes x's buffer.  Only when the caller held x's
+ * only reference, y is as large as x and oneDNN runs the geometry; NULL
+ * without an error otherwise (*err ACTC_OK), NULL with *err set on failure. */
+static actc_tensor *conv_in_place(actc_ctx *ctx, actc_tensor *x, actc_tensor *w, actc_tensor *b, int stride,
+                                  int pad, const conv_geom *g, actc_status *err)
+{
+    int nb, unsup;
+    const size_t xs = (size_t)g->C * g->plane, ys = (size_t)g->K * g->HW;
+    *err = ACTC_OK;
+    if (x->refs_ != 1 || x->cat != ACTC_MEM_ACT || xs != ys || g->N == 0 ||
+        actc__conv_backend_for(g) != ACTC_CONV_DNNL)
+        return NULL;
+    if ((*err = actc__conv_dnnl_forward_plan(g, b != NULL, &nb, &unsup)) != ACTC_OK || unsup) return NULL;
+    int yshape[4] = {g->N, g->K, g->Ho, g->Wo};
+    actc_tensor *y = actc__tensor_header(ACTC_MEM_ACT, 4, yshape);
+    float *tmp = actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)nb * ys * sizeof(float));
+    if (!y || !tmp || !(y = record_conv(ctx, x, w, b, stride, pad, y))) {
+        *err = actc_last_status();
+        actc_mem_free(tmp);
+        actc_tensor_release(y);
+        return NULL;
+    }
+    float *xd = x->data;
+    for (int n0 = 0; n0 < g->N && *err == ACTC_OK; n0 += nb) {
+        conv_geom gc = *g;
+        gc.N = imin(nb, g->N - n0);
+        *err = actc__conv_dnnl_forward(&gc, xd + (size_t)n0 * xs, w->data, b ? b->data : NULL, tmp, &unsup);
+        if (*err == ACTC_OK && unsup) *err = actc_set_error(ACTC_ERR_STATE, "conv2d: oneDNN refused a chunk it planned");
+        if (*err == ACTC_OK) memcpy(xd + (size_t)n0 * xs, tmp, (size_t)gc.N * ys * sizeof(float));
+    }
+    actc_mem_free(tmp);
+    if (*err == ACTC_OK) *err = actc__tensor_give_data(y, x); /* x's buffer: its only reference */
+    if (*err != ACTC_OK) {
+        actc_tensor_release(y);
+        return NULL;
+    }
+    return y;
+}
+
+static actc_tensor *conv2d_forward(actc_ctx *ctx, actc_tensor *x, actc_tensor *w, actc_tensor *b, int stride,
+                                   int pad, int take)
 {
     char xs[64], wss[64], bs[64];
     OP_CHECK(ctx && x && w, "conv2d: NULL %s", !ctx ? "context" : !x ? "input" : "weight");
@@ -756,6 +818,11 @@ actc_tensor *actc_conv2d(actc_ctx *ctx, actc_tensor *x, actc_tensor *w, actc_ten
     OP_CHECK(g.CKK <= (size_t)INT_MAX && g.HW <= (size_t)INT_MAX / 2,
              "conv2d: input %s with weight %s is too large", xs, wss);
 
+    if (take) {
+        actc_status err;
+        actc_tensor *yp = conv_in_place(ctx, x, w, b, stride, pad, &g, &err);
+        if (yp || err != ACTC_OK) return yp;
+    }
     int yshape[4] = {g.N, g.K, g.Ho, g.Wo};
     actc_tensor *y = actc_tensor_new(ACTC_MEM_ACT, 4, yshape);
     if (!y) return NULL;
@@ -784,17 +851,17 @@ actc_tensor *actc_conv2d(actc_ctx *ctx, actc_tensor *x, actc_tensor *w, actc_ten
         ws_free(&ws);
     }
 
-    actc_tensor *in[3] = {x, w, b};
-    actc_node *node;
-    if (!actc__op_record(ctx, "conv2d", conv2d_backward, y, b ? 3 : 2, in, &node)) return NULL;
-    if (node) {
-        node->iattr[IA_STRIDE] = stride;
-        node->iattr[IA_PAD] = pad;
-        if (actc__save_product_inputs(ctx, node, x, w, &node->iattr[IA_XSLOT], &node->iattr[IA_WSLOT]) !=
-            ACTC_OK) {
-            actc_tensor_release(y);
-            return NULL;
-        }
-    }
+    return record_conv(ctx, x, w, b, stride, pad, y);
+}
+
+actc_tensor *actc_conv2d(actc_ctx *ctx, actc_tensor *x, actc_tensor *w, actc_tensor *b, int stride, int pad)
+{
+    return conv2d_forward(ctx, x, w, b, stride, pad, 0);
+}
+
+actc_tensor *actc_conv2d_take(actc_ctx *ctx, actc_tensor *x, actc_tensor *w, actc_tensor *b, int stride, int pad)
+{
+    actc_tensor *y = conv2d_forward(ctx, x, w, b, stride, pad, 1);
+    actc_tensor_release(x);
     return y;
 }

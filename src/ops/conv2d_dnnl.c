@@ -66,6 +66,12 @@ actc_status actc__conv_dnnl_backward_plan(const conv_geom *g, int *nb, int *unsu
     *nb = 0;
     return no_dnnl(unsupported);
 }
+actc_status actc__conv_dnnl_forward_plan(const conv_geom *g, int bias, int *nb, int *unsupported)
+{
+    (void)g, (void)bias;
+    *nb = 0;
+    return no_dnnl(unsupported);
+}
 
 #else
 
@@ -462,20 +468,32 @@ static void chunking(const conv_geom *g, int *nb, int *tail)
     *tail = g->N - (int)(nchunks - 1) * *nb;
 }
 
-actc_status actc__conv_dnnl_backward_plan(const conv_geom *g, int *nb, int *unsupported)
+/* The passes' primitives for chunks of nb samples and the tail chunk. */
+static actc_status plan_passes(const conv_geom *g, int first, int last, int bias, int *nb, int *unsupported)
 {
     int tail;
     *unsupported = 0;
     chunking(g, nb, &tail);
-    for (int pass = PASS_BWD_DATA; pass <= PASS_BWD_WEIGHTS; pass++)
+    for (int pass = first; pass <= last; pass++)
         for (int k = 0; k < 2; k++) {
-            dkey key = {pass, k ? tail : *nb, g->C, g->H, g->W, g->K, g->kh, g->kw, g->s, g->p, 0, 0};
+            dkey key = {pass, k ? tail : *nb, g->C, g->H, g->W, g->K, g->kh, g->kw, g->s, g->p,
+                        pass == PASS_FWD && bias, 0};
             actc_status err;
             dentry *e = entry_get(key, g, unsupported, &err);
             if (!e) return err;
             entry_put(e);
         }
     return ACTC_OK;
+}
+
+actc_status actc__conv_dnnl_backward_plan(const conv_geom *g, int *nb, int *unsupported)
+{
+    return plan_passes(g, PASS_BWD_DATA, PASS_BWD_WEIGHTS, 0, nb, unsupported);
+}
+
+actc_status actc__conv_dnnl_forward_plan(const conv_geom *g, int bias, int *nb, int *unsupported)
+{
+    return plan_passes(g, PASS_FWD, PASS_FWD, bias, nb, unsupported);
 }
 
 /* The three passes share this driver.  a is chunked by samples; b is the

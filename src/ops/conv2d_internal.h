@@ -48,6 +48,8 @@ actc_status actc__conv_dnnl_backward_weights(const conv_geom *g, const float *x,
  * (*unsupported = 1 if not); creates the primitives.  Calling a pass with a
  * geometry of one such chunk runs it in one piece. */
 actc_status actc__conv_dnnl_backward_plan(const conv_geom *g, int *nb, int *unsupported);
+/* The same for the forward pass (with or without a bias). */
+actc_status actc__conv_dnnl_forward_plan(const conv_geom *g, int bias, int *nb, int *unsupported);
 
 /* Let oneDNN pick blocked layouts (1: format_tag any, with reorders to and
  * from the plain tensors), run it on the plain layouts directly (0), or
