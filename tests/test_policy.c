@@ -219,6 +219,33 @@ static void test_shared_save_sums_gradients(void **state)
     actc_ctx_free(ctx);
 }
 
+/* An empty batch saves nothing to quantize: no division by its zero
+ * samples, nothing stored, and the policy learns no layer from it. */
+static void test_empty_batch(void **state)
+{
+    (void)state;
+    const char *specs[] = {"actnn:2", "quant:2", "quant:2,per-tensor"};
+    for (int p = 0; p < 3; p++) {
+        actc_ctx *ctx = actc_ctx_new();
+        assert_int_equal(actc_ctx_set_policy(ctx, specs[p]), ACTC_OK);
+        int ws[2] = {4, 6}, xs[2] = {0, 6};
+        actc_tensor *w = actc_param_new(2, ws, "w"), *x = actc_tensor_new(ACTC_MEM_ACT, 2, xs);
+        actc_tensor *y = actc_linear(ctx, x, w, NULL);
+        assert_non_null(y);
+        assert_int_equal(y->numel, 0);
+        actc_store_stats st;
+        actc_store_get_stats(ctx, &st);
+        assert_int_equal(st.stored_bytes, 0);
+        uint64_t keys[2];
+        double bits[2], g[2];
+        if (p == 0) assert_int_equal(actc__actnn_layers(ctx->policy, keys, bits, g, 2), 0);
+        actc_tensor_release(y);
+        actc_tensor_release(x);
+        actc_tensor_release(w);
+        actc_ctx_free(ctx);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -226,6 +253,7 @@ int main(void)
         cmocka_unit_test(test_greedy_matches_exhaustive),
         cmocka_unit_test(test_mixed_precision_bits),
         cmocka_unit_test(test_shared_save_sums_gradients),
+        cmocka_unit_test(test_empty_batch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

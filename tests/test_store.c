@@ -95,36 +95,41 @@ static void backward_sum(actc_ctx *ctx, actc_tensor *y)
 }
 
 /* y = copy of x, saving x once as ACT; backward reads the save row by row
- * (actc_load_rows) and checks every row against the whole decode, then
- * hands the gradient over with actc_grad_adopt. */
+ * (actc_load_rows, in reverse order, and two rows at once), checks every
+ * row bit for bit against the whole decode (actc_load) and the input within
+ * the policy's error, then hands the gradient over with actc_grad_adopt. */
 static float g_rows_err;
 static actc_status rows_backward(actc_ctx *ctx, actc_node *node)
 {
     actc_tensor *x = node->inputs[0];
     const int rows = x->shape[0];
     const size_t d = x->numel / (size_t)rows;
-    float *buf = malloc(2 * d * sizeof *buf);
+    float *buf = malloc(x->numel * sizeof *buf), *two = malloc(2 * d * sizeof *two);
     assert_non_null(buf);
+    assert_non_null(two);
     g_rows_err = 0;
     for (int r = rows - 1; r >= 0; r--) { /* any order, any number of times */
-        assert_int_equal(actc_load_rows(ctx, node, 0, r, 1, buf), ACTC_OK);
+        assert_int_equal(actc_load_rows(ctx, node, 0, r, 1, buf + (size_t)r * d), ACTC_OK);
         for (size_t i = 0; i < d; i++) {
-            float e = fabsf(buf[i] - x->data[(size_t)r * d + i]);
+            float e = fabsf(buf[(size_t)r * d + i] - x->data[(size_t)r * d + i]);
             if (e > g_rows_err) g_rows_err = e;
         }
     }
-    assert_int_equal(actc_load_rows(ctx, node, 0, rows - 2, 2, buf), ACTC_OK);
+    assert_int_equal(actc_load_rows(ctx, node, 0, rows - 2, 2, two), ACTC_OK);
+    assert_memory_equal(two, buf + (size_t)(rows - 2) * d, 2 * d * sizeof(float));
     assert_int_equal(actc_load_rows(ctx, node, 0, rows - 1, 2, buf), ACTC_ERR_INVALID);
     assert_int_equal(actc_load_rows(ctx, node, 0, -1, 1, buf), ACTC_ERR_INVALID);
     assert_int_equal(actc_load_rows(ctx, node, 1, 0, 1, buf), ACTC_ERR_INVALID);
     actc_clear_error();
-    /* The save is still there for a whole load, then gone. */
+    /* The save is still there for a whole load, equal to the rows, then gone. */
     actc_tensor *t = actc_load(ctx, node, 0);
     assert_non_null(t);
+    assert_memory_equal(t->data, buf, x->numel * sizeof(float));
     actc_tensor_release(t);
     assert_int_equal(actc_load_rows(ctx, node, 0, 0, 1, buf), ACTC_ERR_STATE);
     actc_clear_error();
     free(buf);
+    free(two);
     return actc_grad_adopt(ctx, x, actc_grad_take(node));
 }
 
@@ -178,6 +183,15 @@ static void test_grad_adopt(void **state)
     assert_int_equal(actc_grad_adopt(ctx, t, actc_tensor_copy(ACTC_MEM_SCRATCH, g)), ACTC_OK);
     for (size_t i = 0; i < t->numel; i++) assert_true(t->grad->data[i] == 2 * g->data[i]);
     assert_int_equal(actc_grad_adopt(ctx, t, tu_rand(2, s2, 7, -1, 1, 0)), ACTC_ERR_INVALID);
+    assert_non_null(strstr(actc_last_error(), "[6, 4]"));
+    /* A buffer with another owner cannot become a gradient (the owner would
+     * see it change); t's gradient is untouched. */
+    actc_tensor *shared = actc_tensor_copy(ACTC_MEM_SCRATCH, g);
+    actc_tensor_retain(shared);
+    assert_int_equal(actc_grad_adopt(ctx, t, shared), ACTC_ERR_INVALID);
+    assert_true(t->grad != shared && shared->data != NULL);
+    for (size_t i = 0; i < t->numel; i++) assert_true(t->grad->data[i] == 2 * g->data[i]);
+    actc_tensor_release(shared);
     actc_clear_error();
     assert_int_equal(actc_grad_adopt(ctx, g, actc_tensor_copy(ACTC_MEM_SCRATCH, g)), ACTC_OK); /* no grad wanted */
     assert_null(g->grad);
