@@ -2,9 +2,12 @@
  * optimizer) and the time split between the three, for one model, batch and
  * policy per process (so the peak RSS printed belongs to that configuration).
  *
- * usage: bench_step MODEL BATCH [POLICY] [STEPS] [THREADS]
- * Inputs are synthetic (speed does not depend on pixel values). Two warm-up
- * steps are not timed.  Output: one human line and one JSON line. */
+ * usage: bench_step MODEL BATCH [POLICY] [STEPS] [THREADS] [SEQ]
+ * Inputs are synthetic (speed does not depend on pixel or token values). Two
+ * warm-up steps are not timed.  Image models train with SGD (momentum,
+ * Nesterov) and report samples/s; language models (gpt-mini, llama-mini,
+ * gpt2-124m) train with AdamW on SEQ-token windows (default: the model's
+ * context) and report tokens/s.  Output: one human line and one JSON line. */
 #include "actc.h"
 #include "malloc_conf.h"
 #include <stdio.h>
@@ -28,7 +31,7 @@ static int die(const char *what)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: bench_step MODEL BATCH [POLICY] [STEPS] [THREADS]\n");
+        fprintf(stderr, "usage: bench_step MODEL BATCH [POLICY] [STEPS] [THREADS] [SEQ]\n");
         return 2;
     }
     actc_setup_malloc(); /* as the actc command does */
@@ -43,13 +46,22 @@ int main(int argc, char **argv)
     if (!ctx || actc_ctx_set_policy(ctx, policy) != ACTC_OK) return die("policy");
     actc_tensor **params;
     int np = actc_model_params(m, &params);
-    actc_optim *opt = actc_sgd_new(params, np, 0.9f, 1, 5e-4f);
+    const int lm = actc_model_takes_tokens(m);
+    const int T = lm ? (argc > 6 ? atoi(argv[6]) : actc_model_get_opts(m)->context) : 1;
+    const int V = actc_model_get_opts(m)->vocab;
+    actc_optim *opt = lm ? actc_adamw_new(params, np, 0.9f, 0.999f, 1e-8f, 0.01f)
+                         : actc_sgd_new(params, np, 0.9f, 1, 5e-4f);
     int shp[4] = {batch, 1, 28, 28};
-    actc_tensor *x = actc_tensor_new(ACTC_MEM_SCRATCH, 4, shp);
-    int32_t *labels = malloc((size_t)batch * sizeof *labels);
-    if (!opt || !x || !labels) return die("setup");
-    for (size_t i = 0; i < x->numel; i++) x->data[i] = actc_rand_normal(3, i);
-    for (int i = 0; i < batch; i++) labels[i] = i % 10;
+    actc_tensor *x = lm ? NULL : actc_tensor_new(ACTC_MEM_SCRATCH, 4, shp);
+    const size_t rows = (size_t)batch * T;
+    int32_t *labels = malloc(rows * sizeof *labels), *ids = malloc(rows * sizeof *ids);
+    if (!opt || (!lm && !x) || !labels || !ids || T < 1) return die("setup");
+    if (x)
+        for (size_t i = 0; i < x->numel; i++) x->data[i] = actc_rand_normal(3, i);
+    for (size_t i = 0; i < rows; i++) {
+        labels[i] = lm ? (int32_t)(actc_rand_uniform(4, i) * (V < 256 ? V : 256)) : (int32_t)(i % 10);
+        ids[i] = lm ? (int32_t)(actc_rand_uniform(5, i) * (V < 256 ? V : 256)) : 0;
+    }
 
     double tf = 0, tb = 0, to = 0;
     actc_store_stats ss;
@@ -60,7 +72,7 @@ int main(int argc, char **argv)
         }
         actc_model_zero_grad(m);
         double t0 = now();
-        actc_tensor *logits = actc_model_forward(m, ctx, x);
+        actc_tensor *logits = lm ? actc_model_forward_tokens(m, ctx, ids, batch, T) : actc_model_forward(m, ctx, x);
         if (!logits) return die("forward");
         actc_tensor *loss = actc_cross_entropy(ctx, logits, labels, -1, NULL);
         actc_tensor_release(logits);
@@ -80,19 +92,20 @@ int main(int argc, char **argv)
     actc_store_get_stats(ctx, &ss);
     actc_mem_stats ms;
     actc_mem_get_stats(&ms);
-    double total = tf + tb + to, sps = (double)batch * steps / total;
-    printf("%-9s batch %4d %-8s %8.1f samples/s  forward %4.1f%%  backward %4.1f%%  optimizer %4.1f%%  "
+    double total = tf + tb + to, sps = (double)rows * steps / total;
+    printf("%-9s batch %4d %-8s %8.1f %s/s  forward %4.1f%%  backward %4.1f%%  optimizer %4.1f%%  "
            "context %.1f MiB (%.2fx)  peak %.1f MiB  RSS %.1f MiB\n",
-           model, batch, policy, sps, 100 * tf / total, 100 * tb / total, 100 * to / total,
+           model, batch, policy, sps, lm ? "tokens" : "samples", 100 * tf / total, 100 * tb / total, 100 * to / total,
            ss.stored_peak / 1048576.0, ss.stored_peak ? (double)ss.fp32_peak / ss.stored_peak : 0,
            ms.peak_total / 1048576.0, actc_process_peak_rss() / 1048576.0);
-    printf("{\"model\":\"%s\",\"batch\":%d,\"policy\":\"%s\",\"threads\":%d,\"steps\":%d,\"samples_per_s\":%.2f,"
+    printf("{\"model\":\"%s\",\"batch\":%d,\"seq\":%d,\"policy\":\"%s\",\"threads\":%d,\"steps\":%d,\"%s_per_s\":%.2f,"
            "\"forward_s\":%.4f,\"backward_s\":%.4f,\"optimizer_s\":%.4f,\"context_bytes\":%zu,\"context_fp32\":%zu,"
            "\"peak_total\":%zu,\"peak_rss\":%zu}\n",
-           model, batch, policy, actc_get_threads(), steps, sps, tf / steps, tb / steps, to / steps, ss.stored_peak,
+           model, batch, T, policy, actc_get_threads(), steps, lm ? "tokens" : "samples", sps, tf / steps, tb / steps, to / steps, ss.stored_peak,
            ss.fp32_peak, ms.peak_total, actc_process_peak_rss());
     actc_tensor_release(x);
     free(labels);
+    free(ids);
     actc_optim_free(opt);
     actc_ctx_free(ctx);
     actc_model_free(m);

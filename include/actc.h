@@ -385,6 +385,10 @@ actc_tensor *actc_add(actc_ctx *ctx, actc_tensor *a, actc_tensor *b);
 actc_tensor *actc_add_take(actc_ctx *ctx, actc_tensor *a, actc_tensor *b);
 /* Same data, new shape (same numel); one dim may be -1. */
 actc_tensor *actc_reshape(actc_ctx *ctx, actc_tensor *x, int ndim, const int *shape);
+/* As actc_reshape, taking over the caller's reference to x (like
+ * actc_relu_take): with x's only reference the result keeps x's buffer, no
+ * copy. */
+actc_tensor *actc_reshape_take(actc_ctx *ctx, actc_tensor *x, int ndim, const int *shape);
 /* [N, ...] -> [N, rest]. */
 actc_tensor *actc_flatten(actc_ctx *ctx, actc_tensor *x);
 /* Mean softmax cross-entropy of logits[N,K] against integer labels[N] (values
@@ -455,19 +459,32 @@ actc_tensor *actc_attention_flash(actc_ctx *ctx, actc_tensor *q, actc_tensor *k,
 
 typedef struct actc_model actc_model;
 
+/* Attention form of the transformer models (actc_model_opts.attention). */
+enum { ACTC_ATTN_FLASH = 0, ACTC_ATTN_NAIVE = 1 };
+
 typedef struct {
     int in_channels;   /* default 1 */
     int in_h, in_w;    /* default 28 x 28 */
     int num_classes;   /* default 10 */
-    int width;         /* MLP hidden width (default 256); 0 = default */
+    int width;         /* MLP hidden width (256), transformer model width
+                          (the preset's); 0 = the model's default */
     float dropout;     /* MLP dropout (default 0) */
     uint64_t seed;     /* parameter initialisation */
+    /* Transformer language models (0 = the preset's value): */
+    int n_layers;      /* blocks                                           */
+    int n_heads;       /* attention heads (must divide width)              */
+    int context;       /* maximum sequence length (positions)              */
+    int vocab;         /* vocabulary size (256 for byte-level text)        */
+    int attention;     /* ACTC_ATTN_FLASH (default) or ACTC_ATTN_NAIVE     */
 } actc_model_opts;
 
 /* Default options (1x28x28 input, 10 classes). */
 actc_model_opts actc_model_default_opts(void);
-/* Build a model by name: "mlp", "resnet20", "resnet32", "resnet56",
- * "resnet18". */
+/* Build a model by name: image classifiers "mlp", "resnet20", "resnet32",
+ * "resnet56", "resnet18"; language models "gpt", "llama" (6 layers, width
+ * 256, 8 heads, context 256, vocabulary 256 unless opts say otherwise), the
+ * presets "gpt-mini" and "llama-mini" (the same shapes) and "gpt2-124m" (12
+ * layers, width 768, 12 heads, context 1024, vocabulary 50257). */
 actc_status actc_model_create(const char *name, const actc_model_opts *o, actc_model **out);
 void actc_model_free(actc_model *m);
 /* Names accepted by actc_model_create, one per line with a description. */
@@ -477,6 +494,12 @@ const actc_model_opts *actc_model_get_opts(const actc_model *m);
 /* logits[N,num_classes] for a batch x[N,C,H,W].  Records the tape in training
  * mode.  The caller releases the result. */
 actc_tensor *actc_model_forward(actc_model *m, actc_ctx *ctx, actc_tensor *x);
+/* 1 for a language model (fed token ids), 0 for an image classifier. */
+int actc_model_takes_tokens(const actc_model *m);
+/* Language models: logits [B*T, vocab] (row b*T + t predicts the token after
+ * ids[b*T + t]) for B sequences of T token ids (ids[b*T + t] in [0, vocab),
+ * 1 <= T <= context).  Records the tape in training mode. */
+actc_tensor *actc_model_forward_tokens(actc_model *m, actc_ctx *ctx, const int32_t *ids, int B, int T);
 /* Trainable parameters (order is stable). */
 int actc_model_params(actc_model *m, actc_tensor ***out);
 /* Everything a checkpoint must hold: parameters then buffers (running stats). */
@@ -502,6 +525,12 @@ void actc_optim_free(actc_optim *o);
 /* One update with learning rate lr using each parameter's .grad (a parameter
  * without grad is skipped).  Does not clear the gradients. */
 actc_status actc_optim_step(actc_optim *o, float lr);
+/* Scale the gradients of params[0..n) (those that have one) by
+ * max_norm / (norm + 1e-6) when their global L2 norm exceeds max_norm > 0
+ * (PyTorch's clip_grad_norm_).  *norm_out (may be NULL) receives the norm
+ * before clipping; a non-finite norm is reported there and nothing is
+ * scaled. */
+actc_status actc_clip_grad_norm(actc_tensor **params, int n, float max_norm, float *norm_out);
 /* "sgd" or "adamw". */
 const char *actc_optim_name(const actc_optim *o);
 /* State tensors for checkpoints (momentum buffers, Adam moments), in
@@ -619,7 +648,7 @@ typedef struct {
     float extra[8];        /* free for the caller                           */
     int32_t input[3];      /* input channels, height, width (0 = unknown)   */
     int32_t num_classes;   /* model output classes (0 = unknown)            */
-    char settings[256];    /* free text for the caller: the actc command
+    char settings[512];    /* free text for the caller: the actc command
                               keeps the run's training flags here so that
                               --resume continues with the same recipe       */
 } actc_ckpt_meta;

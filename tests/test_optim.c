@@ -341,6 +341,36 @@ static void test_lr_parse(void **state)
     }
 }
 
+/* Global-norm clipping: the norm over every gradient, scaled to max_norm
+ * only above it, parameters without a gradient skipped. */
+static void test_clip_grad_norm(void **state)
+{
+    (void)state;
+    int s3[1] = {3}, s2[1] = {2};
+    actc_tensor *a = actc_param_new(1, s3, "a"), *b = actc_param_new(1, s2, "b"), *c = actc_param_new(1, s2, "c");
+    a->grad = actc_tensor_new(ACTC_MEM_GRAD, 1, s3);
+    b->grad = actc_tensor_new(ACTC_MEM_GRAD, 1, s2);
+    const float ga[3] = {3, 0, 4}, gb[2] = {0, 12}; /* norm sqrt(9 + 16 + 144) = 13 */
+    memcpy(a->grad->data, ga, sizeof ga);
+    memcpy(b->grad->data, gb, sizeof gb);
+    actc_tensor *p[3] = {a, b, c};
+    float norm = 0;
+    assert_int_equal(actc_clip_grad_norm(p, 3, 20.0f, &norm), ACTC_OK);
+    assert_float_equal(norm, 13.0f, 1e-5f);
+    assert_true(a->grad->data[2] == 4.0f && b->grad->data[1] == 12.0f); /* under the limit: untouched */
+    assert_int_equal(actc_clip_grad_norm(p, 3, 6.5f, &norm), ACTC_OK);
+    assert_float_equal(norm, 13.0f, 1e-5f);
+    assert_float_equal(a->grad->data[0], 1.5f, 1e-5f);
+    assert_float_equal(a->grad->data[2], 2.0f, 1e-5f);
+    assert_float_equal(b->grad->data[1], 6.0f, 1e-5f);
+    assert_null(c->grad);
+    assert_int_equal(actc_clip_grad_norm(p, 3, 0.0f, NULL), ACTC_ERR_INVALID);
+    assert_int_equal(actc_clip_grad_norm(p, 3, NAN, NULL), ACTC_ERR_INVALID);
+    actc_tensor_release(a);
+    actc_tensor_release(b);
+    actc_tensor_release(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -348,6 +378,7 @@ int main(void)
         cmocka_unit_test(test_sgd_weight_decay),  cmocka_unit_test(test_adamw),
         cmocka_unit_test(test_adamw_large_and_skip), cmocka_unit_test(test_step_errors),
         cmocka_unit_test(test_schedules),         cmocka_unit_test(test_lr_parse),
+        cmocka_unit_test(test_clip_grad_norm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

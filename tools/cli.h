@@ -42,20 +42,75 @@ typedef struct {
     double loss;
     int correct;
     int n;
+    float grad_norm;   /* before clipping; 0 when not clipped */
 } step_result;
 
-/* One full training step: zero grads, forward, loss, backward, optimizer step. */
+/* Mean cross-entropy of logits (taken over; NULL: the forward failed, its
+ * error stands) against labels, and backward; fills r (r->n: the logits'
+ * rows). */
+actc_status loss_backward(actc_ctx *ctx, actc_tensor *logits, const int32_t *labels, step_result *r);
+/* Clip the gradients' global norm to clip (0: off; r->grad_norm gets the norm
+ * before), then the optimizer step (when opt is not NULL). */
+actc_status apply_update(actc_model *m, actc_optim *opt, float lr, float clip, step_result *r);
+/* One full training step: zero grads, forward, loss, backward, clipping
+ * (clip > 0), optimizer step. */
 actc_status train_step(actc_model *m, actc_ctx *ctx, actc_optim *opt, actc_tensor *x,
-                       const int32_t *labels, float lr, step_result *r);
+                       const int32_t *labels, float lr, float clip, step_result *r);
 /* Accuracy and mean loss over a data set in eval mode. */
 actc_status evaluate(actc_model *m, actc_ctx *ctx, const actc_image_dataset *d, int batch,
                      double *acc, double *loss);
+
+/* ---- checkpoints ---- */
+/* Model options a checkpoint records: its settings' --width, --layers,
+ * --heads, --context, --vocab and --attention, its input shape and classes
+ * (what is absent stays as mo has it). */
+void model_opts_from_meta(const actc_ckpt_meta *meta, actc_model_opts *mo);
+/* Build the checkpoint's model and load its weights: 0, or prints the error
+ * and returns 1. */
+int model_from_checkpoint(const char *path, actc_ckpt_meta *meta, actc_model **m);
+
+/* ---- language models (tools/lm.c) ------------------------------------------------ */
+/* The held-out part of every text corpus: the last 10% of its bytes, from the
+ * next line start (for the default corpus: Acts 22:1 to the end). */
+#define TEXT_VAL_FRACTION 0.1
+/* 1 if spec is "text" or "text:PATH". */
+int text_spec(const char *spec);
+/* Load the corpus of spec ("text": the default KJV corpus; "text:PATH").
+ * Returns 0, or prints the error and returns 1. */
+int text_open(const char *spec, actc_text_corpus *c);
+/* 0 if both parts hold a window of T+1 bytes, else prints why and returns 1. */
+int text_check_windows(const actc_text_corpus *c, int T);
+
+typedef struct {
+    int B, T;
+    int32_t *window;   /* B windows of T+1 bytes                         */
+    int32_t *ids;      /* B*T inputs                                     */
+    int32_t *targets;  /* B*T next bytes                                 */
+} lm_batch;
+lm_batch *lm_batch_new(int B, int T);
+void lm_batch_free(lm_batch *b);
+/* Forward and mean cross-entropy of b's inputs against its targets. */
+actc_status lm_forward_loss(actc_model *m, actc_ctx *ctx, const lm_batch *b, actc_tensor **loss, int *correct);
+/* One training step (zero grads, forward, loss, backward, optimizer) on b. */
+actc_status lm_step(actc_model *m, actc_ctx *ctx, actc_optim *opt, const lm_batch *b, float lr, float clip,
+                    step_result *r);
+/* One training step on the random train windows of (seed, step). */
+actc_status lm_train_step(actc_model *m, actc_ctx *ctx, actc_optim *opt, const actc_text_corpus *c, lm_batch *b,
+                          uint64_t seed, uint64_t step, float lr, float clip, step_result *r);
+/* Mean loss (nats per byte) and next-byte accuracy on the validation part:
+ * eval_tokens / T windows spread evenly over it (0: all of it, tiled). */
+actc_status lm_evaluate(actc_model *m, actc_ctx *ctx, const actc_text_corpus *c, int T, long eval_tokens, int batch,
+                        double *loss, double *acc);
+/* Bits per byte of the validation part under the train part's byte
+ * frequencies: the bar a model must get clearly under. */
+double lm_unigram_bpb(const actc_text_corpus *c);
 
 /* ---- output ---------------------------------------------------------------------- */
 typedef struct {
     int tty;           /* redraw a bar on stderr                       */
     double t_start, t_last_print;
     int last_plain;    /* last step printed in plain mode              */
+    const char *unit;  /* "samples" (default) or "tokens"              */
 } progress;
 void progress_init(progress *p, const char *mode); /* "auto", "on", "off" */
 void progress_update(progress *p, int epoch, int epochs, int step, int steps, double loss,

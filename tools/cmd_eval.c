@@ -1,18 +1,52 @@
-/* actc eval: test accuracy of a checkpoint. */
+/* actc eval: test accuracy of an image classifier's checkpoint, or the
+ * validation loss (bits per byte) of a language model's on held-out text. */
 #include "cli.h"
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+static int eval_text(const char *ckpt, const actc_ckpt_meta *meta, actc_model *m, actc_ctx *ctx, const char *spec,
+                     int batch, long eval_tokens)
+{
+    if (!spec) spec = "text";
+    if (!text_spec(spec)) {
+        fprintf(stderr, "error: --data %s: %s holds language model %s: use --data text or text:PATH\n", spec, ckpt,
+                meta->model);
+        return 1;
+    }
+    actc_text_corpus c;
+    if (text_open(spec, &c)) return 1;
+    int rc = 1;
+    const int T = actc_model_get_opts(m)->context;
+    double loss, acc;
+    if (text_check_windows(&c, T)) goto out;
+    if (lm_evaluate(m, ctx, &c, T, eval_tokens, batch, &loss, &acc) != ACTC_OK) {
+        fprintf(stderr, "error: %s\n", actc_last_error());
+        goto out;
+    }
+    printf("%s: model %s after %llu steps: validation loss %.4f = %.3f bits per byte (next-byte acc %.1f%%) on the "
+           "held-out %zu bytes of %s; unigram baseline %.3f bpb\n",
+           ckpt, meta->model, (unsigned long long)meta->step, loss, loss / M_LN2, 100 * acc, c.n - c.train_end,
+           c.source, lm_unigram_bpb(&c));
+    rc = 0;
+out:
+    actc_text_free(&c);
+    return rc;
+}
+
 int cmd_eval(int argc, char **argv)
 {
-    const char *ckpt = NULL;
+    const char *ckpt = NULL, *spec = NULL;
     int batch = 256, threads = 0;
+    uint64_t eval_tokens = 0;
     data_opts d;
     memset(&d, 0, sizeof d);
     flag_def flags[] = {
         {"--checkpoint", F_STR, &ckpt, "FILE", "checkpoint written by actc train --save (required)", 0},
-        {"--batch", F_INT, &batch, "N", "evaluation batch size (256)", 0},
+        {"--batch", F_INT, &batch, "N", "evaluation batch size (256; windows for language models)", 0},
         {"--threads", F_INT, &threads, "N", "threads (default: all cores)", 0},
+        {"--data", F_STR, &spec, "SPEC", "language models: text (the default corpus) or text:PATH", 0},
+        {"--eval-tokens", F_U64, &eval_tokens, "N", "language models: validation tokens, 0 = all of them (0)", 0},
         {"--data-dir", F_STR, &d.data_dir, "DIR", "directory with the Fashion-MNIST IDX files", 0},
         {"--test-images", F_STR, &d.test_images, "FILE", "IDX image file to evaluate on", 0},
         {"--test-labels", F_STR, &d.test_labels, "FILE", "IDX label file to evaluate on", 0},
@@ -20,8 +54,9 @@ int cmd_eval(int argc, char **argv)
         {NULL, F_INT, NULL, NULL, NULL, 0}};
     int help, rc = flags_parse(flags, argc, argv, 2, &help);
     if (help) {
-        flags_help(stdout, "actc eval --checkpoint FILE [--data-dir DIR]",
-                   "Evaluate a checkpoint on the test set: accuracy and mean loss.", flags);
+        flags_help(stdout, "actc eval --checkpoint FILE [--data-dir DIR | --data text[:PATH]]",
+                   "Evaluate a checkpoint: an image classifier's accuracy and mean loss on the test\n"
+                   "set, or a language model's loss in bits per byte on the held-out text.", flags);
         return 0;
     }
     if (rc) return 2;
@@ -35,42 +70,42 @@ int cmd_eval(int argc, char **argv)
     }
     actc_set_threads(threads);
     actc_ckpt_meta meta;
-    if (actc_checkpoint_peek(ckpt, &meta) != ACTC_OK) {
-        fprintf(stderr, "error: --checkpoint: %s\n", actc_last_error());
-        return 1;
-    }
-    actc_image_dataset test;
-    if (data_load(&d, NULL, &test)) return 1;
-    rc = 1;
     actc_model *m = NULL;
     actc_ctx *ctx = NULL;
-    actc_model_opts mo = actc_model_default_opts();
-    mo.in_channels = test.c;
-    mo.in_h = test.h;
-    mo.in_w = test.w;
-    if (test.num_classes > mo.num_classes) mo.num_classes = test.num_classes;
-    if (meta.num_classes > 0) mo.num_classes = meta.num_classes;
-    {
-        /* The model's width is part of the recipe the checkpoint keeps. */
-        const char *w = strstr(meta.settings, "--width=");
-        if (w) mo.width = atoi(w + 8);
+    if (model_from_checkpoint(ckpt, &meta, &m)) return 1;
+    if (!(ctx = actc_ctx_new())) {
+        fprintf(stderr, "error: %s\n", actc_last_error());
+        actc_model_free(m);
+        return 1;
     }
-    if (meta.input[0] > 0 && (meta.input[0] != test.c || meta.input[1] != test.h || meta.input[2] != test.w)) {
+    if (actc_model_takes_tokens(m)) {
+        rc = eval_text(ckpt, &meta, m, ctx, spec, batch, (long)eval_tokens);
+        actc_ctx_free(ctx);
+        actc_model_free(m);
+        return rc;
+    }
+    rc = 1;
+    actc_image_dataset test;
+    int have_test = 0;
+    if (spec && strcmp(spec, "fmnist")) {
+        fprintf(stderr, "error: --data %s: %s holds image model %s: evaluate it on IDX images\n", spec, ckpt, meta.model);
+        goto out;
+    }
+    if (data_load(&d, NULL, &test)) goto out;
+    have_test = 1;
+    const actc_model_opts *mo = actc_model_get_opts(m);
+    if (mo->in_channels != test.c || mo->in_h != test.h || mo->in_w != test.w) {
         fprintf(stderr, "error: %s was trained on %dx%dx%d images; the test images are %dx%dx%d\n", ckpt,
-                meta.input[0], meta.input[1], meta.input[2], test.c, test.h, test.w);
-        actc_image_dataset_free(&test);
-        return 1;
+                mo->in_channels, mo->in_h, mo->in_w, test.c, test.h, test.w);
+        goto out;
     }
-    if (test.num_classes > mo.num_classes) {
+    if (test.num_classes > mo->num_classes) {
         fprintf(stderr, "error: the test labels go up to %d but %s has %d classes\n", test.num_classes - 1, ckpt,
-                mo.num_classes);
-        actc_image_dataset_free(&test);
-        return 1;
+                mo->num_classes);
+        goto out;
     }
     double acc, loss;
-    if (actc_model_create(meta.model, &mo, &m) != ACTC_OK || !(ctx = actc_ctx_new()) ||
-        actc_checkpoint_load(ckpt, m, NULL, &meta) != ACTC_OK ||
-        evaluate(m, ctx, &test, batch, &acc, &loss) != ACTC_OK) {
+    if (evaluate(m, ctx, &test, batch, &acc, &loss) != ACTC_OK) {
         fprintf(stderr, "error: %s\n", actc_last_error());
         goto out;
     }
@@ -80,6 +115,6 @@ int cmd_eval(int argc, char **argv)
 out:
     actc_ctx_free(ctx);
     actc_model_free(m);
-    actc_image_dataset_free(&test);
+    if (have_test) actc_image_dataset_free(&test);
     return rc;
 }

@@ -1,7 +1,8 @@
 /* actc maxbatch: the largest batch whose full training step (forward,
  * backward, optimizer step with its state) fits a memory budget.  Doubling
  * finds a failing size, bisection the boundary.  Inputs are synthetic: memory
- * does not depend on pixel values. */
+ * does not depend on pixel or token values.  A language model's batch counts
+ * windows of --seq tokens. */
 #include "cli.h"
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@ typedef struct {
     const char *model, *compress, *optim;
     size_t budget;
     int threads, start, limit, width, in_c, in_h, in_w, classes;
+    int layers, heads, context, vocab, seq; /* language models */
     uint64_t seed;
 } mb_opts;
 
@@ -24,10 +26,15 @@ static int try_batch(const mb_opts *o, int b, size_t *peak, char *why, size_t wh
     mo.num_classes = o->classes;
     mo.width = o->width;
     mo.seed = o->seed;
+    mo.n_layers = o->layers;
+    mo.n_heads = o->heads;
+    mo.context = o->context;
+    mo.vocab = o->vocab;
     actc_model *m = NULL;
     actc_ctx *ctx = NULL;
     actc_optim *opt = NULL;
     actc_tensor *x = NULL;
+    lm_batch *lb = NULL;
     int32_t *labels = malloc((size_t)b * sizeof *labels);
     int ok = 0;
     actc_mem_stats before;
@@ -46,15 +53,31 @@ static int try_batch(const mb_opts *o, int b, size_t *peak, char *why, size_t wh
     opt = !strcmp(o->optim, "adamw") ? actc_adamw_new(params, np, 0.9f, 0.999f, 1e-8f, 0.01f)
                                      : actc_sgd_new(params, np, 0.9f, 1, 5e-4f);
     if (!opt) goto out;
-    int shp[4] = {b, o->in_c, o->in_h, o->in_w};
-    if (!(x = actc_tensor_new(ACTC_MEM_SCRATCH, 4, shp))) goto out;
-    for (size_t i = 0; i < x->numel; i++) x->data[i] = actc_rand_normal(o->seed, i);
-    for (int i = 0; i < b; i++) labels[i] = i % o->classes;
+    const int lm = actc_model_takes_tokens(m);
+    if (lm) {
+        const actc_model_opts *r = actc_model_get_opts(m);
+        const int T = o->seq ? o->seq : r->context;
+        if (T > r->context) {
+            actc_set_error(ACTC_ERR_INVALID, "--seq %d is over the model's context of %d", T, r->context);
+            goto out;
+        }
+        if (!(lb = lm_batch_new(b, T))) goto out;
+        for (size_t i = 0; i < (size_t)b * T; i++) {
+            lb->ids[i] = (int32_t)(actc_rand_uniform(o->seed, i) * (r->vocab < 256 ? r->vocab : 256));
+            lb->targets[i] = (int32_t)(i % (size_t)(r->vocab < 256 ? r->vocab : 256));
+        }
+    } else {
+        int shp[4] = {b, o->in_c, o->in_h, o->in_w};
+        if (!(x = actc_tensor_new(ACTC_MEM_SCRATCH, 4, shp))) goto out;
+        for (size_t i = 0; i < x->numel; i++) x->data[i] = actc_rand_normal(o->seed, i);
+        for (int i = 0; i < b; i++) labels[i] = i % o->classes;
+    }
     /* Two steps: the first allocates the optimizer state, the second runs
      * with everything resident. */
     for (int s = 0; s < 2; s++) {
         step_result r;
-        if (train_step(m, ctx, opt, x, labels, 0.01f, &r) != ACTC_OK) goto out;
+        if ((lm ? lm_step(m, ctx, opt, lb, 0.01f, 0, &r) : train_step(m, ctx, opt, x, labels, 0.01f, 0, &r)) != ACTC_OK)
+            goto out;
     }
     ok = 1;
 out:
@@ -67,6 +90,7 @@ out:
     actc_mem_get_stats(&st);
     *peak = st.peak_total - before.current_total;
     actc_tensor_release(x);
+    lm_batch_free(lb);
     if (m) actc_model_zero_grad(m);
     actc_optim_free(opt);
     actc_ctx_free(ctx);
@@ -83,15 +107,20 @@ static int step_failed(int b, const char *why)
 
 int cmd_maxbatch(int argc, char **argv)
 {
-    mb_opts o = {"resnet20", "none", "sgd", 0, 0, 1, 1 << 16, 256, 1, 28, 28, 10, 1};
+    mb_opts o = {"resnet20", "none", NULL, 0, 0, 1, 1 << 16, 0, 1, 28, 28, 10, 0, 0, 0, 0, 0, 1};
     flag_def flags[] = {
         {"--budget", F_BYTES, &o.budget, "SIZE", "memory budget for the whole step, e.g. 2GiB (required)", 0},
         {"--model", F_STR, &o.model, "NAME", "model (resnet20)", 0},
         {"--compress", F_STR, &o.compress, "SPEC", "activation compression policy (none)", 0},
-        {"--optim", F_STR, &o.optim, "NAME", "sgd or adamw (sgd): its state counts", 0},
+        {"--optim", F_STR, &o.optim, "NAME", "sgd or adamw (sgd; language models adamw): its state counts", 0},
         {"--start", F_INT, &o.start, "N", "first batch size tried (1)", 0},
         {"--limit", F_INT, &o.limit, "N", "largest batch size tried (65536)", 0},
-        {"--width", F_INT, &o.width, "N", "mlp hidden width (256)", 0},
+        {"--width", F_INT, &o.width, "N", "mlp hidden width (256), transformer width (the preset's)", 0},
+        {"--layers", F_INT, &o.layers, "N", "transformer blocks (the preset's)", 0},
+        {"--heads", F_INT, &o.heads, "N", "attention heads (the preset's)", 0},
+        {"--context", F_INT, &o.context, "N", "positions of a language model (the preset's)", 0},
+        {"--vocab", F_INT, &o.vocab, "N", "vocabulary of a language model (the preset's)", 0},
+        {"--seq", F_INT, &o.seq, "N", "tokens per window of a language model (its context)", 0},
         {"--channels", F_INT, &o.in_c, "N", "input channels (1)", 0},
         {"--height", F_INT, &o.in_h, "N", "input height (28)", 0},
         {"--width-px", F_INT, &o.in_w, "N", "input width (28)", 0},
@@ -116,16 +145,26 @@ int cmd_maxbatch(int argc, char **argv)
         fprintf(stderr, "error: need 1 <= --start <= --limit and --classes >= 1\n");
         return 2;
     }
+    if (o.width < 0 || o.layers < 0 || o.heads < 0 || o.context < 0 || o.vocab < 0 || o.seq < 0) {
+        fprintf(stderr, "error: --width, --layers, --heads, --context, --vocab and --seq must not be negative\n");
+        return 2;
+    }
     actc_set_threads(o.threads);
     char why[1024] = "", bud[32], pk[32];
     size_t peak = 0;
     /* Fail early with the real reason if the model or policy is unknown. */
     actc_model *probe = NULL;
     actc_model_opts po = actc_model_default_opts();
+    po.width = o.width;
+    po.n_layers = o.layers;
+    po.n_heads = o.heads;
+    po.context = o.context;
+    po.vocab = o.vocab;
     if (actc_model_create(o.model, &po, &probe) != ACTC_OK) {
         fprintf(stderr, "error: --model: %s\n", actc_last_error());
         return 2;
     }
+    if (!o.optim) o.optim = actc_model_takes_tokens(probe) ? "adamw" : "sgd";
     actc_model_free(probe);
     actc_ctx *pc = actc_ctx_new();
     if (!pc || actc_ctx_set_policy(pc, o.compress) != ACTC_OK) {

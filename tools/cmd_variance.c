@@ -153,7 +153,7 @@ static actc_status grad_pass(var_run *r, int g, double *loss)
     actc_status s = actc_loader_get(r->loader, g / nb, g % nb, &x, &labels, &bs);
     if (s != ACTC_OK) return s;
     step_result sr;
-    s = train_step(r->model, r->ctx, NULL, x, labels, 0.0f, &sr);
+    s = train_step(r->model, r->ctx, NULL, x, labels, 0.0f, 0, &sr);
     actc_tensor_release(x);
     if (s == ACTC_OK) *loss = sr.loss;
     return s;
@@ -366,16 +366,13 @@ static int setup(var_run *r, const var_opts *o, const actc_ckpt_meta *meta)
     mo.in_h = r->train.h;
     mo.in_w = r->train.w;
     if (r->train.num_classes > mo.num_classes) mo.num_classes = r->train.num_classes;
-    if (o->checkpoint && meta->num_classes > 0) mo.num_classes = meta->num_classes;
     mo.width = o->width;
+    if (o->checkpoint) model_opts_from_meta(meta, &mo); /* the checkpoint's shape wins */
     mo.dropout = 0; /* dropout masks follow the seed too: keep them out */
     mo.seed = o->seed;
     if (actc_model_create(o->model, &mo, &r->model) != ACTC_OK) return fail("--model");
     if (o->checkpoint && actc_checkpoint_load(o->checkpoint, r->model, NULL, NULL) != ACTC_OK) {
-        fail("--checkpoint");
-        /* The mlp's width is not among the checkpoint's structured fields. */
-        if (!strcmp(o->model, "mlp")) fprintf(stderr, "hint: pass the --width the mlp was trained with\n");
-        return 1;
+        return fail("--checkpoint");
     }
     if (!(r->ctx = actc_ctx_new())) return fail("engine");
     if (actc_ctx_set_policy(r->ctx, o->compress) != ACTC_OK) return fail("--compress");
@@ -409,7 +406,7 @@ int cmd_variance(int argc, char **argv)
         {"--repeats", F_INT, &o.repeats, "R", "gradients per variance, at least 2 (10)", 0},
         {"--warmup", F_INT, &o.warmup, "W", "passes with the policy before measuring (0; ~20 for actnn:*)", 0},
         {"--checkpoint", F_STR, &o.checkpoint, "FILE", "measure at the weights of FILE (actc train --save)", 0},
-        {"--width", F_INT, &o.width, "N", "hidden width of the mlp (256); must match a checkpoint's", 0},
+        {"--width", F_INT, &o.width, "N", "hidden width of the mlp (256; a checkpoint's own otherwise)", 0},
         {"--seed", F_U64, &o.seed, "N", "seed of initialisation, data order and the first rounding seed (1)", 0},
         {"--threads", F_INT, &o.threads, "N", "threads (default: all cores)", 0},
         {"--json", F_BOOL, &o.json, "", "print one JSON object instead of the table", 0},

@@ -65,18 +65,15 @@ int data_load(const data_opts *o, actc_image_dataset *train, actc_image_dataset 
     return 0;
 }
 
-actc_status train_step(actc_model *m, actc_ctx *ctx, actc_optim *opt, actc_tensor *x,
-                       const int32_t *labels, float lr, step_result *r)
+actc_status loss_backward(actc_ctx *ctx, actc_tensor *logits, const int32_t *labels, step_result *r)
 {
-    actc_model_zero_grad(m);
-    actc_ctx_set_training(ctx, 1);
-    actc_tensor *logits = actc_model_forward(m, ctx, x);
     if (!logits) {
         actc_ctx_reset(ctx);
         return actc_last_status();
     }
     int correct = 0;
     actc_tensor *loss = actc_cross_entropy(ctx, logits, labels, -1, &correct);
+    r->n = logits->shape[0];
     actc_tensor_release(logits);
     if (!loss) {
         actc_ctx_reset(ctx);
@@ -84,11 +81,30 @@ actc_status train_step(actc_model *m, actc_ctx *ctx, actc_optim *opt, actc_tenso
     }
     r->loss = loss->data[0];
     r->correct = correct;
-    r->n = x->shape[0];
     actc_status s = actc_backward(ctx, loss);
     actc_tensor_release(loss);
-    if (s != ACTC_OK) return s;
+    return s;
+}
+
+actc_status apply_update(actc_model *m, actc_optim *opt, float lr, float clip, step_result *r)
+{
+    r->grad_norm = 0;
+    if (clip > 0) {
+        actc_tensor **params;
+        int np = actc_model_params(m, &params);
+        actc_status s = actc_clip_grad_norm(params, np, clip, &r->grad_norm);
+        if (s != ACTC_OK) return s;
+    }
     return opt ? actc_optim_step(opt, lr) : ACTC_OK;
+}
+
+actc_status train_step(actc_model *m, actc_ctx *ctx, actc_optim *opt, actc_tensor *x,
+                       const int32_t *labels, float lr, float clip, step_result *r)
+{
+    actc_model_zero_grad(m);
+    actc_ctx_set_training(ctx, 1);
+    actc_status s = loss_backward(ctx, actc_model_forward(m, ctx, x), labels, r);
+    return s == ACTC_OK ? apply_update(m, opt, lr, clip, r) : s;
 }
 
 actc_status evaluate(actc_model *m, actc_ctx *ctx, const actc_image_dataset *d, int batch,
@@ -125,4 +141,51 @@ actc_status evaluate(actc_model *m, actc_ctx *ctx, const actc_image_dataset *d, 
     *acc = n ? (double)correct / (double)n : 0;
     *loss = n ? total_loss / (double)n : 0;
     return ACTC_OK;
+}
+
+/* The value of --NAME=V in a checkpoint's settings, or -1. */
+static int setting_int(const char *settings, const char *name)
+{
+    char key[32];
+    snprintf(key, sizeof key, "--%s=", name);
+    for (const char *p = strstr(settings, key); p; p = strstr(p + 1, key))
+        if (p == settings || p[-1] == ' ') return atoi(p + strlen(key));
+    return -1;
+}
+
+void model_opts_from_meta(const actc_ckpt_meta *meta, actc_model_opts *mo)
+{
+    const char *st = meta->settings;
+    int v;
+    if ((v = setting_int(st, "width")) > 0) mo->width = v;
+    if ((v = setting_int(st, "layers")) > 0) mo->n_layers = v;
+    if ((v = setting_int(st, "heads")) > 0) mo->n_heads = v;
+    if ((v = setting_int(st, "context")) > 0) mo->context = v;
+    if ((v = setting_int(st, "vocab")) > 0) mo->vocab = v;
+    const char *a = strstr(st, "--attention=");
+    if (a) mo->attention = !strncmp(a + 12, "naive", 5) ? ACTC_ATTN_NAIVE : ACTC_ATTN_FLASH;
+    if (meta->num_classes > 0) mo->num_classes = meta->num_classes;
+    if (meta->input[0] > 0) {
+        mo->in_channels = meta->input[0];
+        mo->in_h = meta->input[1];
+        mo->in_w = meta->input[2];
+    }
+}
+
+int model_from_checkpoint(const char *path, actc_ckpt_meta *meta, actc_model **m)
+{
+    *m = NULL;
+    if (actc_checkpoint_peek(path, meta) != ACTC_OK) {
+        fprintf(stderr, "error: --checkpoint: %s\n", actc_last_error());
+        return 1;
+    }
+    actc_model_opts mo = actc_model_default_opts();
+    model_opts_from_meta(meta, &mo);
+    if (actc_model_create(meta->model, &mo, m) != ACTC_OK || actc_checkpoint_load(path, *m, NULL, meta) != ACTC_OK) {
+        fprintf(stderr, "error: --checkpoint %s: %s\n", path, actc_last_error());
+        actc_model_free(*m);
+        *m = NULL;
+        return 1;
+    }
+    return 0;
 }

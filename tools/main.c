@@ -7,6 +7,7 @@ int cmd_train(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_maxbatch(int argc, char **argv);
 int cmd_variance(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
 
 static void usage(FILE *f)
 {
@@ -15,7 +16,8 @@ static void usage(FILE *f)
             "usage: actc COMMAND [flags]   (actc COMMAND --help for its flags)\n\n"
             "commands:\n"
             "  train      train a model (progress, memory table, --log, --save/--resume)\n"
-            "  eval       evaluate a checkpoint on the test set\n"
+            "  eval       evaluate a checkpoint on the test set (or held-out text)\n"
+            "  generate   continue a prompt with a language model's checkpoint\n"
             "  maxbatch   largest batch whose training step fits a memory budget\n"
             "  variance   gradient variance from compression vs minibatch sampling, per layer\n\n"
             "models (--model):\n%s\n"
@@ -24,6 +26,8 @@ static void usage(FILE *f)
             "  actc train --model resnet20 --compress none --epochs 1 --batch 128\n"
             "  actc train --model resnet20 --epochs 3 --save r20.ckpt --log r20.jsonl\n"
             "  actc eval --checkpoint r20.ckpt\n"
+            "  actc train --model gpt-mini --data text --epochs 6 --epoch-steps 100 --save g.ckpt\n"
+            "  actc generate --checkpoint g.ckpt --prompt \"And God said\" --tokens 200 --top-k 20\n"
             "  actc maxbatch --budget 2GiB --model resnet18 --compress bf16\n"
             "  actc variance --model resnet20 --compress bf16 --batch 64 --repeats 4\n",
             ACTC_VERSION, actc_model_list(), actc_policy_list());
@@ -49,6 +53,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "eval")) return cmd_eval(argc, argv);
     if (!strcmp(cmd, "maxbatch")) return cmd_maxbatch(argc, argv);
     if (!strcmp(cmd, "variance")) return cmd_variance(argc, argv);
-    fprintf(stderr, "error: unknown command '%s' (train, eval, maxbatch, variance; see actc --help)\n", cmd);
+    if (!strcmp(cmd, "generate")) return cmd_generate(argc, argv);
+    fprintf(stderr, "error: unknown command '%s' (train, eval, generate, maxbatch, variance; see actc --help)\n", cmd);
     return 2;
 }

@@ -10,6 +10,7 @@ void progress_init(progress *p, const char *mode)
     if (!strcmp(mode, "off")) p->tty = -1;
     p->t_start = p->t_last_print = now_seconds();
     p->last_plain = -1;
+    p->unit = "samples";
 }
 
 static void fmt_time(double s, char *buf, size_t cap)
@@ -34,8 +35,8 @@ void progress_update(progress *p, int epoch, int epochs, int step, int steps, do
         int fill = (int)(frac * 30);
         for (int i = 0; i < 30; i++) bar[i] = i < fill ? '=' : (i == fill ? '>' : ' ');
         bar[30] = '\0';
-        fprintf(stderr, "\repoch %d/%d [%s] %d/%d loss %.4f acc %5.1f%% %.0f samples/s ETA %s ", epoch,
-                epochs, bar, step, steps, loss, 100 * acc, sps, eta_s);
+        fprintf(stderr, "\repoch %d/%d [%s] %d/%d loss %.4f acc %5.1f%% %.0f %s/s ETA %s ", epoch,
+                epochs, bar, step, steps, loss, 100 * acc, sps, p->unit, eta_s);
         fflush(stderr);
     } else if (p->tty == 0) {
         /* Plain lines: about every 10% of the epoch or every 30 s. */
@@ -44,8 +45,8 @@ void progress_update(progress *p, int epoch, int epochs, int step, int steps, do
         if (p->last_plain < 0 && step < every && step != steps) return;
         p->last_plain = step;
         p->t_last_print = t;
-        printf("epoch %d/%d step %d/%d loss %.4f acc %.1f%% %.0f samples/s ETA %s\n", epoch, epochs,
-               step, steps, loss, 100 * acc, sps, eta_s);
+        printf("epoch %d/%d step %d/%d loss %.4f acc %.1f%% %.0f %s/s ETA %s\n", epoch, epochs,
+               step, steps, loss, 100 * acc, sps, p->unit, eta_s);
         fflush(stdout);
     }
 }

@@ -36,6 +36,7 @@ actc_status actc__mlp_build(actc_model *m)
     m->impl = p;
     m->impl_free = free;
     m->forward = mlp_forward;
+    if (m->opts.width == 0) m->opts.width = 256;
     int dims[4] = {m->opts.in_channels * m->opts.in_h * m->opts.in_w, m->opts.width, m->opts.width,
                    m->opts.num_classes};
     for (int l = 0; l < 3; l++) {

@@ -9,7 +9,11 @@ static const char *const g_models =
     "  resnet20   CIFAR-style ResNet-20 (He et al. 2016; 16/32/64 channels), 0.27M params\n"
     "  resnet32   CIFAR-style ResNet-32, 0.47M params\n"
     "  resnet56   CIFAR-style ResNet-56, 0.86M params\n"
-    "  resnet18   ResNet-18, CIFAR-style stem (64-512 channels), 11.2M params\n";
+    "  resnet18   ResNet-18, CIFAR-style stem (64-512 channels), 11.2M params\n"
+    "  gpt-mini   GPT-2-style decoder: 6 layers, width 256, 8 heads, context 256, bytes; 4.9M params\n"
+    "  llama-mini LLaMA-style decoder (RMSNorm, SwiGLU, RoPE): the gpt-mini shape; 5.2M params\n"
+    "  gpt2-124m  the GPT-2 small shape: 12 layers, width 768, 12 heads, context 1024, vocab 50257\n"
+    "  gpt, llama the same architectures with --layers/--width/--heads/--context/--vocab\n";
 
 const char *actc_model_list(void) { return g_models; }
 
@@ -21,7 +25,6 @@ actc_model_opts actc_model_default_opts(void)
     o.in_h = 28;
     o.in_w = 28;
     o.num_classes = 10;
-    o.width = 256;
     return o;
 }
 
@@ -103,12 +106,15 @@ actc_status actc_model_create(const char *name, const actc_model_opts *o, actc_m
     if (m->opts.in_h <= 0) m->opts.in_h = d.in_h;
     if (m->opts.in_w <= 0) m->opts.in_w = d.in_w;
     if (m->opts.num_classes <= 0) m->opts.num_classes = d.num_classes;
-    if (m->opts.width <= 0) m->opts.width = d.width;
+    if (m->opts.width < 0) m->opts.width = 0; /* the builder picks */
     snprintf(m->name, sizeof m->name, "%s", name ? name : "");
     actc_status s;
     if (!name) s = actc_set_error(ACTC_ERR_INVALID, "no model name given");
     else if (!strcmp(name, "mlp")) s = actc__mlp_build(m);
     else if (!strncmp(name, "resnet", 6)) s = actc__resnet_build(m, name);
+    else if (!strcmp(name, "gpt") || !strcmp(name, "llama") || !strcmp(name, "gpt-mini") ||
+             !strcmp(name, "llama-mini") || !strcmp(name, "gpt2-124m"))
+        s = actc__transformer_build(m, name);
     else s = actc_set_error(ACTC_ERR_INVALID, "unknown model '%s'; valid models:\n%s", name, g_models);
     if (s == ACTC_OK) s = model_finish(m);
     if (s != ACTC_OK) {
@@ -135,6 +141,10 @@ const actc_model_opts *actc_model_get_opts(const actc_model *m) { return &m->opt
 actc_tensor *actc_model_forward(actc_model *m, actc_ctx *ctx, actc_tensor *x)
 {
     const actc_model_opts *o = &m->opts;
+    if (!m->forward) {
+        actc_set_error(ACTC_ERR_INVALID, "model %s takes token ids: use actc_model_forward_tokens", m->name);
+        return NULL;
+    }
     if (!x || x->ndim != 4 || x->shape[1] != o->in_channels || x->shape[2] != o->in_h ||
         x->shape[3] != o->in_w) {
         char shp[64] = "(null)";
@@ -144,6 +154,28 @@ actc_tensor *actc_model_forward(actc_model *m, actc_ctx *ctx, actc_tensor *x)
         return NULL;
     }
     return m->forward(m, ctx, x);
+}
+
+int actc_model_takes_tokens(const actc_model *m) { return m->forward_tokens != NULL; }
+
+actc_tensor *actc_model_forward_tokens(actc_model *m, actc_ctx *ctx, const int32_t *ids, int B, int T)
+{
+    const actc_model_opts *o = &m->opts;
+    if (!m->forward_tokens) {
+        actc_set_error(ACTC_ERR_INVALID, "model %s takes images, not token ids: use actc_model_forward", m->name);
+        return NULL;
+    }
+    if (B < 1 || T < 1 || !ids) {
+        actc_set_error(ACTC_ERR_INVALID, "model %s: need B >= 1 sequences of T >= 1 token ids, got B=%d T=%d%s",
+                       m->name, B, T, ids ? "" : " (ids NULL)");
+        return NULL;
+    }
+    if (T > o->context) {
+        actc_set_error(ACTC_ERR_INVALID, "model %s: sequence length %d is over its context of %d positions", m->name,
+                       T, o->context);
+        return NULL;
+    }
+    return m->forward_tokens(m, ctx, ids, B, T);
 }
 
 int actc_model_params(actc_model *m, actc_tensor ***out)

@@ -13,7 +13,9 @@ struct actc_model {
     actc_tensor **state;    /* params then buffers (checkpoint order)       */
     int n_state, cap_state;
     int n_buffers;
-    actc_tensor *(*forward)(actc_model *m, actc_ctx *ctx, actc_tensor *x);
+    actc_tensor *(*forward)(actc_model *m, actc_ctx *ctx, actc_tensor *x);   /* image models */
+    actc_tensor *(*forward_tokens)(actc_model *m, actc_ctx *ctx, const int32_t *ids, int B,
+                                   int T);                               /* language models */
     void *impl;
     void (*impl_free)(void *impl);
     uint64_t init_counter;  /* distinct init stream per parameter           */
@@ -30,4 +32,6 @@ actc_status model_finish(actc_model *m);
 
 actc_status actc__mlp_build(actc_model *m);
 actc_status actc__resnet_build(actc_model *m, const char *variant);
+/* gpt, llama, gpt-mini, llama-mini, gpt2-124m. */
+actc_status actc__transformer_build(actc_model *m, const char *name);
 #endif

@@ -1,6 +1,8 @@
 /* reshape and flatten.  The output is a copy with the new shape (tensors own
- * their data, so a view would tie the input's lifetime to the output's); the
- * gradient is the output gradient read in the same flat order.  No saves. */
+ * their data, so a view would tie the input's lifetime to the output's),
+ * unless the take form got x's only reference: then the output keeps x's
+ * buffer.  The gradient is the output gradient read in the same flat order.
+ * No saves. */
 #include "ops.h"
 #include <stdio.h>
 #include <string.h>
@@ -26,7 +28,7 @@ static void dims_str(int ndim, const int *shape, char *buf, size_t cap)
 }
 
 static actc_tensor *reshape_impl(actc_ctx *ctx, actc_tensor *x, int ndim, const int *shape,
-                                 const char *op)
+                                 const char *op, int take)
 {
     OP_CHECK(ctx, "%s: NULL context", op);
     OP_CHECK(x && x->data, "%s: input is NULL or its data was already freed", op);
@@ -57,16 +59,28 @@ static actc_tensor *reshape_impl(actc_ctx *ctx, actc_tensor *x, int ndim, const 
     OP_CHECK(known == x->numel, "%s: cannot reshape %s (%zu elements) into %s (%zu elements)", op, sx,
              x->numel, st, known);
 
-    actc_tensor *y = actc_tensor_new(ACTC_MEM_ACT, ndim, out);
+    actc_tensor *y = actc__tensor_header(ACTC_MEM_ACT, ndim, out);
     if (!y) return NULL;
-    memcpy(y->data, x->data, x->numel * sizeof(float));
+    const float *xd = x->data;
+    if (actc__tensor_give_data(y, take ? x : NULL) != ACTC_OK) {
+        actc_tensor_release(y);
+        return NULL;
+    }
+    if (y->data != xd) memcpy(y->data, xd, y->numel * sizeof(float));
     actc_node *node;
     return actc__op_record(ctx, op, reshape_backward, y, 1, &x, &node);
 }
 
 actc_tensor *actc_reshape(actc_ctx *ctx, actc_tensor *x, int ndim, const int *shape)
 {
-    return reshape_impl(ctx, x, ndim, shape, "reshape");
+    return reshape_impl(ctx, x, ndim, shape, "reshape", 0);
+}
+
+actc_tensor *actc_reshape_take(actc_ctx *ctx, actc_tensor *x, int ndim, const int *shape)
+{
+    actc_tensor *y = reshape_impl(ctx, x, ndim, shape, "reshape", 1);
+    actc_tensor_release(x);
+    return y;
 }
 
 actc_tensor *actc_flatten(actc_ctx *ctx, actc_tensor *x)
@@ -78,5 +92,5 @@ actc_tensor *actc_flatten(actc_ctx *ctx, actc_tensor *x)
     size_t rest = actc__numel(x->ndim - 1, x->shape + 1);
     OP_CHECK(rest <= (size_t)0x7fffffff, "flatten: %zu features per sample do not fit an int", rest);
     int shape[2] = {x->shape[0], (int)rest};
-    return reshape_impl(ctx, x, 2, shape, "flatten");
+    return reshape_impl(ctx, x, 2, shape, "flatten", 0);
 }

@@ -139,3 +139,34 @@ actc_status actc_optim_step(actc_optim *o, float lr)
     o->steps = step;
     return ACTC_OK;
 }
+
+actc_status actc_clip_grad_norm(actc_tensor **params, int n, float max_norm, float *norm_out)
+{
+    if (norm_out) *norm_out = 0.0f;
+    if (!(max_norm > 0.0f) || !isfinite(max_norm))
+        return actc_set_error(ACTC_ERR_INVALID, "actc_clip_grad_norm: max_norm %g must be positive and finite",
+                              (double)max_norm);
+    double sq = 0.0;
+    for (int i = 0; i < n; i++) {
+        const actc_tensor *g = params[i] ? params[i]->grad : NULL;
+        if (!g || !g->data) continue;
+        double s = 0.0;
+        const float *d = g->data;
+#pragma omp parallel for simd reduction(+ : s) schedule(static) if (g->numel > 65536)
+        for (size_t j = 0; j < g->numel; j++) s += (double)d[j] * d[j];
+        sq += s;
+    }
+    const double norm = sqrt(sq);
+    if (norm_out) *norm_out = (float)norm;
+    if (!isfinite(norm)) return ACTC_OK; /* the optimizer's loss check reports it */
+    if (norm <= max_norm) return ACTC_OK;
+    const float scale = (float)(max_norm / (norm + 1e-6));
+    for (int i = 0; i < n; i++) {
+        actc_tensor *g = params[i] ? params[i]->grad : NULL;
+        if (!g || !g->data) continue;
+        float *d = g->data;
+#pragma omp parallel for simd schedule(static) if (g->numel > 65536)
+        for (size_t j = 0; j < g->numel; j++) d[j] *= scale;
+    }
+    return ACTC_OK;
+}

@@ -1,19 +1,19 @@
 /* Checkpoints: model state, optional optimizer state and run metadata in one
  * self-checking file.
  *
- * Layout (version 2; every integer and float little-endian, fixed width, each
+ * Layout (version 3; every integer and float little-endian, fixed width, each
  * field written explicitly so the file does not depend on struct padding or
  * the host's byte order):
  *
  *   offset 0   "ACTCCKPT"                 8 bytes magic
- *          8   u32 version                (2)
+ *          8   u32 version                (3)
  *         12   u64 file length            total bytes, CRC included
- *         20   metadata                   452 bytes:
+ *         20   metadata                   708 bytes:
  *                char model[32], char optim[16], char policy[64] (NUL-padded),
  *                u64 epoch, u64 step, u64 batch_in_epoch, u64 seed,
  *                i32 batch, f32 extra[8], i32 input[3], i32 num_classes,
- *                char settings[256] (NUL-padded)
- *        472   u32 number of model tensors, then per tensor:
+ *                char settings[512] (NUL-padded)
+ *        728   u32 number of model tensors, then per tensor:
  *                u32 name length, name bytes (no NUL), u32 ndim,
  *                u32 shape[ndim], f32 data[numel]
  *              u32 has_optimizer (0 or 1); if 1:
@@ -42,8 +42,8 @@
 #include <zlib.h>
 
 #define CKPT_MAGIC "ACTCCKPT"
-#define CKPT_VERSION 2u
-#define META_BYTES (32 + 16 + 64 + 4 * 8 + 4 + 8 * 4 + 4 * 4 + 256)
+#define CKPT_VERSION 3u /* 3: settings grew from 256 to 512 bytes */
+#define META_BYTES (32 + 16 + 64 + 4 * 8 + 4 + 8 * 4 + 4 * 4 + 512)
 #define HEADER_BYTES (8 + 4 + 8 + META_BYTES)
 #define CONV_CHUNK 1024 /* floats converted to little-endian per write */
 
@@ -113,7 +113,7 @@ static void encode_meta(uint8_t *b, const actc_ckpt_meta *m)
     for (int i = 0; i < 8; i++) put_f32(b + 148 + 4 * i, m->extra[i]);
     for (int i = 0; i < 3; i++) put_u32(b + 180 + 4 * i, (uint32_t)m->input[i]);
     put_u32(b + 192, (uint32_t)m->num_classes);
-    put_str(b + 196, m->settings, 256);
+    put_str(b + 196, m->settings, 512);
 }
 
 static void decode_meta(actc_ckpt_meta *m, const uint8_t *b)
@@ -130,7 +130,7 @@ static void decode_meta(actc_ckpt_meta *m, const uint8_t *b)
     for (int i = 0; i < 8; i++) m->extra[i] = get_f32(b + 148 + 4 * i);
     for (int i = 0; i < 3; i++) m->input[i] = (int32_t)get_u32(b + 180 + 4 * i);
     m->num_classes = (int32_t)get_u32(b + 192);
-    get_str(m->settings, b + 196, 256);
+    get_str(m->settings, b + 196, 512);
 }
 
 /* ---- writing -------------------------------------------------------------- */

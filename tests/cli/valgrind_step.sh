@@ -12,4 +12,14 @@ out=$(ACTC_CONV=im2col $VALGRIND \
       --batch 8 --epochs 1 --progress off --save $D/s.ckpt 2>&1); rc=$?
 if [ $rc -eq 0 ] && grep -q "test acc" <<<"$out"; then pass "valgrind clean over two training steps, evaluation and a checkpoint"
 else fail "valgrind (exit $rc)"; echo "$out" | tail -30; fi
+
+# A language model: two steps, validation, checkpoint, then generation from it.
+for ((i = 0; i < 40; i++)); do echo "In the beginning God created the heaven and the earth."; done > $D/text.txt
+LM="--layers 1 --width 16 --heads 2 --context 16 --batch 2"
+out=$($VALGRIND $ACTC train --model llama $LM --data text:$D/text.txt --epochs 1 --epoch-steps 2 --eval-tokens 64 \
+      --progress off --save $D/lm.ckpt 2>&1); rc=$?
+if [ $rc -eq 0 ] && grep -q "bits per byte" <<<"$out"; then pass "valgrind clean over a language model's steps, validation and checkpoint"
+else fail "valgrind, language model (exit $rc)"; echo "$out" | tail -30; fi
+out=$($VALGRIND $ACTC generate --checkpoint $D/lm.ckpt --prompt $'In \xff' --tokens 20 --top-k 5 2>&1); rc=$?
+[ $rc -eq 0 ] && pass "valgrind clean over generation" || { fail "valgrind, generate (exit $rc)"; echo "$out" | tail -30; }
 finish

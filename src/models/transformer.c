@@ -1,0 +1,298 @@
+/* Decoder-only transformer language models over token ids.
+ *
+ *  gpt   (GPT-2, Radford et al. 2019): token + learned position embeddings;
+ *        per layer x += proj(attn(LN1(x))), x += fc2(gelu(fc1(LN2(x)))) with
+ *        a 4x MLP and biases everywhere; final LayerNorm; the head is the
+ *        token embedding transposed (tied).  Initialisation as GPT-2: N(0,
+ *        0.02), residual projections N(0, 0.02 / sqrt(2 layers)), biases 0.
+ *  llama (Touvron et al. 2023): token embedding, RMSNorm, rotary positions on
+ *        Q and K, SwiGLU MLP w2(silu(w1 x) * w3 x) with hidden width
+ *        256 * ceil((8 D / 3) / 256), no biases, an untied head.
+ *
+ * Q, K and V are three D x D projections of the same normalised input (the
+ * store keeps that input once), so attention gets them as separate tensors
+ * in its [B, T, H*Dh] layout with no split or copy.  Attention is the
+ * memory-efficient form unless opts.attention asks for the textbook one.
+ *
+ * Every operator saves through the store, so every compression policy applies
+ * to the whole model; scopes ("h3.attn", "h3.mlp", ...) name the saves. */
+#include "model.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NORM_EPS 1e-5f
+#define INIT_STD 0.02f
+
+typedef struct {
+    actc_tensor *n1_g, *n1_b, *n2_g, *n2_b;     /* norms (b: gpt only)       */
+    actc_tensor *wq, *bq, *wk, *bk, *wv, *bv;   /* attention projections     */
+    actc_tensor *wo, *bo;
+    actc_tensor *w1, *b1, *w2, *b2, *w3;        /* MLP (w3: llama's gate)    */
+} tf_layer;
+
+typedef struct {
+    int llama;
+    tf_layer *layers;
+    actc_tensor *wte, *wpe, *nf_g, *nf_b, *head;
+    int32_t *pos;       /* position ids 0..T-1 per row, grown on demand   */
+    size_t pos_cap;
+} tf_impl;
+
+static void tf_free(void *p)
+{
+    tf_impl *t = p;
+    if (!t) return;
+    free(t->layers);
+    free(t->pos);
+    free(t);
+}
+
+/* Replace *cur by next (releasing the old one); NULL next propagates. */
+static int step(actc_tensor **cur, actc_tensor *next)
+{
+    actc_tensor_release(*cur);
+    *cur = next;
+    return next != NULL;
+}
+
+static actc_tensor *norm(const tf_impl *t, actc_ctx *ctx, actc_tensor *x, actc_tensor *g, actc_tensor *b)
+{
+    return t->llama ? actc_rmsnorm(ctx, x, g, NORM_EPS) : actc_layernorm(ctx, x, g, b, NORM_EPS);
+}
+
+/* Q or K for llama: project, rotate in the [B, T, H, Dh] view, back to
+ * [B, T, D] (the views keep the buffer: no copies). */
+static actc_tensor *rotated(actc_ctx *ctx, actc_tensor *h, actc_tensor *w, int H)
+{
+    actc_tensor *p = actc_linear(ctx, h, w, NULL);
+    if (!p) return NULL;
+    const int B = p->shape[0], T = p->shape[1], D = p->shape[2];
+    int heads[4] = {B, T, H, D / H}, flat[3] = {B, T, D};
+    if (!(p = actc_reshape_take(ctx, p, 4, heads))) return NULL;
+    actc_tensor *r = actc_rope(ctx, p, 0.0f);
+    actc_tensor_release(p);
+    return r ? actc_reshape_take(ctx, r, 3, flat) : NULL;
+}
+
+/* x + attention(norm(x)); consumes x. */
+static actc_tensor *attn_block(const actc_model *m, const tf_impl *t, const tf_layer *L, actc_ctx *ctx,
+                               actc_tensor *x)
+{
+    const int H = m->opts.n_heads;
+    actc_tensor *h = norm(t, ctx, x, L->n1_g, L->n1_b), *q = NULL, *k = NULL, *v = NULL, *a = NULL, *o = NULL;
+    if (!h) goto fail;
+    if (t->llama) {
+        q = rotated(ctx, h, L->wq, H);
+        k = q ? rotated(ctx, h, L->wk, H) : NULL;
+    } else {
+        q = actc_linear(ctx, h, L->wq, L->bq);
+        k = q ? actc_linear(ctx, h, L->wk, L->bk) : NULL;
+    }
+    v = k ? actc_linear(ctx, h, L->wv, L->bv) : NULL;
+    actc_tensor_release(h);
+    if (!v) goto fail;
+    a = m->opts.attention == ACTC_ATTN_NAIVE ? actc_attention_naive(ctx, q, k, v, H)
+                                             : actc_attention_flash(ctx, q, k, v, H);
+    actc_tensor_release(q);
+    actc_tensor_release(k);
+    actc_tensor_release(v);
+    q = k = v = NULL;
+    if (!a) goto fail;
+    o = actc_linear(ctx, a, L->wo, L->bo);
+    actc_tensor_release(a);
+    if (!o) goto fail;
+    actc_tensor *y = actc_add_take(ctx, x, o);
+    actc_tensor_release(o);
+    return y;
+fail:
+    actc_tensor_release(q);
+    actc_tensor_release(k);
+    actc_tensor_release(v);
+    actc_tensor_release(x);
+    return NULL;
+}
+
+/* x + mlp(norm(x)); consumes x. */
+static actc_tensor *mlp_block(const tf_impl *t, const tf_layer *L, actc_ctx *ctx, actc_tensor *x)
+{
+    actc_tensor *h = norm(t, ctx, x, L->n2_g, L->n2_b), *u = NULL;
+    if (!h) goto fail;
+    u = actc_linear(ctx, h, L->w1, L->b1);
+    if (t->llama) {
+        actc_tensor *gate = u ? actc_linear(ctx, h, L->w3, NULL) : NULL;
+        actc_tensor_release(h);
+        if (!gate || !step(&u, actc_silu(ctx, u)) || !step(&u, actc_mul(ctx, u, gate))) {
+            actc_tensor_release(gate);
+            goto fail;
+        }
+        actc_tensor_release(gate);
+    } else {
+        actc_tensor_release(h);
+        if (!u || !step(&u, actc_gelu(ctx, u))) goto fail;
+    }
+    if (!step(&u, actc_linear(ctx, u, L->w2, L->b2))) goto fail;
+    actc_tensor *y = actc_add_take(ctx, x, u);
+    actc_tensor_release(u);
+    return y;
+fail:
+    actc_tensor_release(u);
+    actc_tensor_release(x);
+    return NULL;
+}
+
+static actc_tensor *embed(actc_model *m, tf_impl *t, actc_ctx *ctx, const int32_t *ids, int B, int T)
+{
+    actc_tensor *x = actc_embedding(ctx, ids, B, T, t->wte);
+    if (!x || t->llama) return x;
+    size_t need = (size_t)B * T;
+    if (need > t->pos_cap) {
+        int32_t *p = realloc(t->pos, need * sizeof *p);
+        if (!p) {
+            actc_tensor_release(x);
+            actc_set_error(ACTC_ERR_OOM, "out of memory for %zu position ids of %s", need, m->name);
+            return NULL;
+        }
+        t->pos = p;
+        t->pos_cap = need;
+    }
+    for (size_t i = 0; i < need; i++) t->pos[i] = (int32_t)(i % (size_t)T);
+    actc_tensor *p = actc_embedding(ctx, t->pos, B, T, t->wpe);
+    if (!p) {
+        actc_tensor_release(x);
+        return NULL;
+    }
+    actc_tensor *y = actc_add_take(ctx, x, p);
+    actc_tensor_release(p);
+    return y;
+}
+
+static actc_status push_layer_scope(actc_ctx *ctx, int l, const char *part)
+{
+    char name[32];
+    snprintf(name, sizeof name, "h%d.%s", l, part);
+    return actc_scope_push(ctx, name);
+}
+
+static actc_tensor *tf_forward_tokens(actc_model *m, actc_ctx *ctx, const int32_t *ids, int B, int T)
+{
+    tf_impl *t = m->impl;
+    if (actc_scope_push(ctx, "embed") != ACTC_OK) return NULL;
+    actc_tensor *x = embed(m, t, ctx, ids, B, T);
+    actc_scope_pop(ctx);
+    /* A failed scope push (nesting too deep) is an error, never a silent pop
+     * of the caller's scope. */
+    for (int l = 0; x && l < m->opts.n_layers; l++) {
+        if (push_layer_scope(ctx, l, "attn") != ACTC_OK) return step(&x, NULL), NULL;
+        x = attn_block(m, t, &t->layers[l], ctx, x);
+        actc_scope_pop(ctx);
+        if (!x) break;
+        if (push_layer_scope(ctx, l, "mlp") != ACTC_OK) return step(&x, NULL), NULL;
+        x = mlp_block(t, &t->layers[l], ctx, x);
+        actc_scope_pop(ctx);
+    }
+    if (!x) return NULL;
+    if (actc_scope_push(ctx, "head") != ACTC_OK) return step(&x, NULL), NULL;
+    actc_tensor *logits = NULL;
+    if (step(&x, norm(t, ctx, x, t->nf_g, t->nf_b))) {
+        int shp[2] = {B * T, m->opts.width};
+        if ((x = actc_reshape_take(ctx, x, 2, shp))) logits = actc_linear(ctx, x, t->head, NULL);
+    }
+    actc_scope_pop(ctx);
+    actc_tensor_release(x);
+    return logits;
+}
+
+/* ---- building ----------------------------------------------------------------------- */
+
+typedef struct {
+    actc_model *m;
+    char prefix[32];
+} builder;
+
+static actc_tensor *param(builder *b, const char *name, int rows, int cols, float std, float fill)
+{
+    char full[64];
+    snprintf(full, sizeof full, "%s%s", b->prefix, name);
+    int shp[2] = {rows, cols};
+    return rows ? model_param(b->m, full, 2, shp, std, fill) : model_param(b->m, full, 1, &cols, std, fill);
+}
+
+/* Per-model defaults (the presets) under whatever the caller set. */
+static actc_status resolve(actc_model *m, const char *name)
+{
+    actc_model_opts *o = &m->opts;
+    int big = !strcmp(name, "gpt2-124m");
+    int d_layers = big ? 12 : 6, d_width = big ? 768 : 256, d_heads = big ? 12 : 8;
+    int d_ctx = big ? 1024 : 256, d_vocab = big ? 50257 : 256;
+    if (o->n_layers <= 0) o->n_layers = d_layers;
+    if (o->width <= 0) o->width = d_width;
+    if (o->n_heads <= 0) o->n_heads = d_heads;
+    if (o->context <= 0) o->context = d_ctx;
+    if (o->vocab <= 0) o->vocab = d_vocab;
+    if (o->width % o->n_heads)
+        return actc_set_error(ACTC_ERR_INVALID, "model %s: width %d is not a multiple of the %d heads", name,
+                              o->width, o->n_heads);
+    if (!strncmp(name, "llama", 5) && (o->width / o->n_heads) % 2)
+        return actc_set_error(ACTC_ERR_INVALID,
+                              "model %s: the head width %d / %d heads must be even for rotary positions",
+                              name, o->width, o->n_heads);
+    if (o->attention != ACTC_ATTN_FLASH && o->attention != ACTC_ATTN_NAIVE)
+        return actc_set_error(ACTC_ERR_INVALID, "model %s: unknown attention form %d", name, o->attention);
+    return ACTC_OK;
+}
+
+actc_status actc__transformer_build(actc_model *m, const char *name)
+{
+    actc_status s = resolve(m, name);
+    if (s != ACTC_OK) return s;
+    tf_impl *t = calloc(1, sizeof *t);
+    if (!t) return actc_set_error(ACTC_ERR_OOM, "out of memory building %s", name);
+    m->impl = t;
+    m->impl_free = tf_free;
+    m->forward_tokens = tf_forward_tokens;
+    const actc_model_opts *o = &m->opts;
+    const int D = o->width, L = o->n_layers, V = o->vocab;
+    t->llama = !strncmp(name, "llama", 5);
+    t->layers = calloc((size_t)L, sizeof *t->layers);
+    if (!t->layers) return actc_set_error(ACTC_ERR_OOM, "out of memory building %s", name);
+    const int hidden = t->llama ? 256 * ((8 * D / 3 + 255) / 256) : 4 * D;
+    const float res_std = INIT_STD / sqrtf(2.0f * (float)L);
+    const int bias = !t->llama;
+    builder b = {m, ""};
+    t->wte = param(&b, "wte", V, D, INIT_STD, 0);
+    if (!t->llama) t->wpe = param(&b, "wpe", o->context, D, INIT_STD, 0);
+    for (int l = 0; l < L; l++) {
+        tf_layer *y = &t->layers[l];
+        snprintf(b.prefix, sizeof b.prefix, "h%d.", l);
+        y->n1_g = param(&b, "norm1.weight", 0, D, 0, 1.0f);
+        if (bias) y->n1_b = param(&b, "norm1.bias", 0, D, 0, 0.0f);
+        y->wq = param(&b, "attn.q.weight", D, D, INIT_STD, 0);
+        if (bias) y->bq = param(&b, "attn.q.bias", 0, D, 0, 0.0f);
+        y->wk = param(&b, "attn.k.weight", D, D, INIT_STD, 0);
+        if (bias) y->bk = param(&b, "attn.k.bias", 0, D, 0, 0.0f);
+        y->wv = param(&b, "attn.v.weight", D, D, INIT_STD, 0);
+        if (bias) y->bv = param(&b, "attn.v.bias", 0, D, 0, 0.0f);
+        y->wo = param(&b, "attn.proj.weight", D, D, res_std, 0);
+        if (bias) y->bo = param(&b, "attn.proj.bias", 0, D, 0, 0.0f);
+        y->n2_g = param(&b, "norm2.weight", 0, D, 0, 1.0f);
+        if (bias) y->n2_b = param(&b, "norm2.bias", 0, D, 0, 0.0f);
+        y->w1 = param(&b, "mlp.fc1.weight", hidden, D, INIT_STD, 0);
+        if (bias) y->b1 = param(&b, "mlp.fc1.bias", 0, hidden, 0, 0.0f);
+        if (t->llama) y->w3 = param(&b, "mlp.gate.weight", hidden, D, INIT_STD, 0);
+        y->w2 = param(&b, "mlp.fc2.weight", D, hidden, res_std, 0);
+        if (bias) y->b2 = param(&b, "mlp.fc2.bias", 0, D, 0, 0.0f);
+        if (!y->n1_g || !y->wq || !y->wk || !y->wv || !y->wo || !y->n2_g || !y->w1 || !y->w2 ||
+            (bias && (!y->n1_b || !y->bq || !y->bk || !y->bv || !y->bo || !y->n2_b || !y->b1 || !y->b2)) ||
+            (t->llama && !y->w3))
+            return actc_last_status();
+    }
+    b.prefix[0] = '\0';
+    t->nf_g = param(&b, "norm_f.weight", 0, D, 0, 1.0f);
+    if (bias) t->nf_b = param(&b, "norm_f.bias", 0, D, 0, 0.0f);
+    t->head = t->llama ? param(&b, "head.weight", V, D, INIT_STD, 0) : t->wte;
+    if (!t->wte || (!t->llama && !t->wpe) || !t->nf_g || (bias && !t->nf_b) || !t->head)
+        return actc_last_status();
+    return ACTC_OK;
+}

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Language models end to end on a small corpus: train (with the memory table
+# and validation bits per byte), checkpoint, resume bit for bit, eval,
+# generate (any prompt bytes), maxbatch, and every bad input the issue names.
+source "$(dirname "$0")/lib.bash"
+D=$TMP
+# A corpus with structure a tiny model picks up in a few steps: lines of a
+# short repeated verse, so the loss must fall well under the unigram bar.
+for ((i = 0; i < 400; i++)); do echo "In the beginning God created the heaven and the earth. $((i % 7))"; done > $D/corpus.txt
+mkdir -p $D/dir/b && head -c 12000 $D/corpus.txt > $D/dir/a.txt && tail -c 12000 $D/corpus.txt > $D/dir/b/c.txt
+: > $D/empty.txt
+for ((i = 0; i < 30; i++)); do echo abcd; done > $D/short.txt # validation part: 15 bytes
+TINY="--model gpt --layers 2 --width 32 --heads 2 --context 32 --batch 8 --epoch-steps 60 --eval-tokens 2048 --lr 1e-2 --warmup 5 --progress off"
+
+# Train: the run reports validation bits per byte, the baseline and the memory table.
+out=$($ACTC train $TINY --data text:$D/corpus.txt --epochs 2 --save $D/g.ckpt --log $D/g.jsonl 2>&1); rc=$?
+if [ $rc -ne 0 ]; then fail "train gpt on text (exit $rc)"; echo "$out" | tail -5; else pass "train gpt on text"; fi
+grep -q "unigram baseline" <<<"$out" && grep -q "bits per byte" <<<"$out" && grep -q "context before backward" <<<"$out" \
+    && pass "train prints the baseline, validation bpb and the memory table" || { fail "train output"; echo "$out"; }
+bpb=$(grep -o '= [0-9.]* bits per byte' <<<"$out" | tail -1 | awk '{print $2}')
+uni=$(grep -o 'unigram baseline [0-9.]*' <<<"$out" | awk '{print $3}')
+awk -v b="$bpb" -v u="$uni" 'BEGIN { exit !(b > 0 && b < 0.7 * u) }' \
+    && pass "validation bpb $bpb well under the unigram $uni" || fail "validation bpb $bpb not under 0.7 x unigram $uni"
+grep -q '"val_bpb"' $D/g.jsonl && pass "log has val_bpb" || fail "log lacks val_bpb"
+
+# Stopped after epoch 1 and resumed, the run ends with the uninterrupted
+# run's validation loss exactly (same schedule: --epochs 2 both times).
+$ACTC train $TINY --data text:$D/corpus.txt --epochs 2 --max-steps 60 --save $D/r.ckpt >/dev/null 2>&1
+out2=$($ACTC train --resume $D/r.ckpt --epochs 2 --data text:$D/corpus.txt --progress off --save $D/r.ckpt 2>&1)
+v1=$(grep -o 'validation loss [0-9.]*' <<<"$out" | tail -1); v2=$(grep -o 'validation loss [0-9.]*' <<<"$out2" | tail -1)
+[ -n "$v1" ] && [ "$v1" = "$v2" ] && pass "resume reproduces the run ($v1)" || fail "resume: '$v1' vs '$v2'"
+
+# Eval and generate from the checkpoint; llama trains too; a directory is a corpus.
+$ACTC eval --checkpoint $D/g.ckpt --data text:$D/corpus.txt | grep -q "bits per byte" && pass "eval reports bpb" || fail "eval"
+gen=$($ACTC generate --checkpoint $D/g.ckpt --prompt "In the" --tokens 40 --temperature 0 2>&1); rc=$?
+[ $rc -eq 0 ] && [ ${#gen} -ge 46 ] && pass "generate: $(head -1 <<<"$gen")" || { fail "generate (exit $rc)"; echo "$gen"; }
+grep -Eq "beginning|created|heaven|earth" <<<"${gen#In the}" && pass "greedy generation writes the corpus's words" \
+    || fail "generation has none of the corpus's words: $gen"
+$ACTC generate --checkpoint $D/g.ckpt --prompt $'\xff\x01\x80 odd bytes' --tokens 5 --top-k 3 --temperature 1.5 >/dev/null 2>&1 \
+    && pass "any prompt bytes are valid" || fail "prompt with high bytes"
+$ACTC generate --checkpoint $D/g.ckpt --prompt "$(head -c 100 $D/corpus.txt)" --tokens 3 >/dev/null 2>&1 \
+    && pass "a prompt longer than the context slides" || fail "long prompt"
+$ACTC train ${TINY/--model gpt/--model llama} --data text:$D/dir --epochs 1 >/dev/null 2>&1 \
+    && pass "llama trains on a directory corpus" || fail "llama on a directory"
+$ACTC maxbatch --budget 64MiB --model gpt --layers 2 --width 32 --heads 2 --context 32 --limit 64 | grep -q "largest batch: 64" \
+    && pass "maxbatch runs a language model" || fail "maxbatch for gpt"
+
+# Bad input: a clear message and a non-zero exit.
+expect_fail "missing corpus" "$D/nope.txt" $ACTC train $TINY --data text:$D/nope.txt
+expect_fail "empty corpus" "$D/empty.txt.*empty|empty.*$D/empty.txt" $ACTC train $TINY --data text:$D/empty.txt
+expect_fail "corpus shorter than a window" "too short for windows of 32" $ACTC train $TINY --data text:$D/short.txt
+expect_fail "window over the context" "--seq 64 is over the context.*32" $ACTC train $TINY --seq 64 --data text:$D/corpus.txt
+expect_fail "image model on text" "classifies images" $ACTC train --model resnet20 --data text:$D/corpus.txt
+expect_fail "language model on images" "is a language model" $ACTC train --model gpt-mini --data fmnist
+expect_fail "heads do not divide the width" "not a multiple of the 3 heads" $ACTC train $TINY --heads 3 --data text:$D/corpus.txt
+expect_fail "memory budget" "memory budget exceeded: [A-Z]+ allocation" $ACTC train $TINY --mem-budget 600KiB --data text:$D/corpus.txt
+expect_fail "vocabulary under 256" "at least 256" $ACTC train $TINY --vocab 100 --data text:$D/corpus.txt
+write_idx_images $D/img 64; write_idx_labels $D/lab 64
+$ACTC train --model mlp --train-images $D/img --train-labels $D/lab --test-images $D/img --test-labels $D/lab \
+    --batch 32 --progress off --save $D/mlp.ckpt >/dev/null 2>&1
+expect_fail "generate from an image model" "image classifier" $ACTC generate --checkpoint $D/mlp.ckpt
+expect_fail "resume with another model" "holds model gpt" $ACTC train --resume $D/g.ckpt --model llama --epochs 3 --data text:$D/corpus.txt
+expect_fail "eval a language model on images" "language model" $ACTC eval --checkpoint $D/g.ckpt --data fmnist
+expect_fail "generate without a checkpoint" "checkpoint" $ACTC generate --prompt hi
+expect_fail "bad temperature" "temperature" $ACTC generate --checkpoint $D/g.ckpt --temperature -1
+expect_fail "top-k over the vocabulary" "top-k 300" $ACTC generate --checkpoint $D/g.ckpt --top-k 300
+finish
