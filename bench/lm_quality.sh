@@ -6,7 +6,7 @@
 # held-out text's bpb (actc eval) and a sample.
 #
 # usage: bench/lm_quality.sh [BUILD_DIR] [MODEL] [POLICY]   (default build, gpt-mini, none)
-#        RECIPE="..." to change the training flags
+#        RECIPE="..." to change the training flags, CKPT=FILE to keep the checkpoint
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../build}
@@ -16,8 +16,9 @@ recipe=${RECIPE:-"--epochs 10 --epoch-steps 120 --batch 8 --lr 3e-3 --warmup 100
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 start=$(date +%s)
+ckpt=${CKPT:-$out/lm.ckpt}
 "$build/actc" train --model "$model" --compress "$policy" --data text $recipe --progress off \
-    --save "$out/lm.ckpt" | grep -E "^(actc|text|epoch)"
+    --save "$ckpt" | grep --line-buffered -E "^(actc|text|epoch)"
 echo "training took $(( $(date +%s) - start )) s"
-"$build/actc" eval --checkpoint "$out/lm.ckpt"
-"$build/actc" generate --checkpoint "$out/lm.ckpt" --prompt "And God said" --tokens 300 --top-k 20 --seed 1
+"$build/actc" eval --checkpoint "$ckpt"
+"$build/actc" generate --checkpoint "$ckpt" --prompt "And God said" --tokens 300 --top-k 20 --seed 1

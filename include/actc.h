@@ -496,6 +496,9 @@ const actc_model_opts *actc_model_get_opts(const actc_model *m);
 actc_tensor *actc_model_forward(actc_model *m, actc_ctx *ctx, actc_tensor *x);
 /* 1 for a language model (fed token ids), 0 for an image classifier. */
 int actc_model_takes_tokens(const actc_model *m);
+/* The same by name, before building: 1 if actc_model_create(name) makes a
+ * language model. */
+int actc_model_name_takes_tokens(const char *name);
 /* Language models: logits [B*T, vocab] (row b*T + t predicts the token after
  * ids[b*T + t]) for B sequences of T token ids (ids[b*T + t] in [0, vocab),
  * 1 <= T <= context).  Records the tape in training mode. */
@@ -528,8 +531,8 @@ actc_status actc_optim_step(actc_optim *o, float lr);
 /* Scale the gradients of params[0..n) (those that have one) by
  * max_norm / (norm + 1e-6) when their global L2 norm exceeds max_norm > 0
  * (PyTorch's clip_grad_norm_).  *norm_out (may be NULL) receives the norm
- * before clipping; a non-finite norm is reported there and nothing is
- * scaled. */
+ * before clipping.  A non-finite norm scales nothing and returns
+ * ACTC_ERR_NUMERIC, so an Inf/NaN gradient never reaches the optimizer. */
 actc_status actc_clip_grad_norm(actc_tensor **params, int n, float max_norm, float *norm_out);
 /* "sgd" or "adamw". */
 const char *actc_optim_name(const actc_optim *o);

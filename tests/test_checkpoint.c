@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 static char g_dir[64];
 
@@ -394,12 +395,54 @@ static void test_overwrite(void **state)
     actc_model_free(c);
 }
 
+/* A version 2 file (settings[256]) made from a version 3 one loads the same
+ * state and settings. */
+static void test_reads_version_2(void **state)
+{
+    (void)state;
+    char p3[256], p2[256];
+    tpath(p3, "v3.ckpt");
+    tpath(p2, "v2.ckpt");
+    actc_model *a = make_model("mlp", 16, 4), *b = make_model("mlp", 16, 5);
+    actc_ckpt_meta md = sample_meta();
+    snprintf(md.settings, sizeof md.settings, "--epochs=3 --width=16");
+    assert_int_equal(actc_checkpoint_save(p3, a, NULL, &md), ACTC_OK);
+    size_t n;
+    unsigned char *v3 = slurp(p3, &n);
+    const size_t settings_at = 20 + 196; /* magic, version, length, fixed metadata */
+    unsigned char *v2 = malloc(n - 256);
+    memcpy(v2, v3, settings_at + 256);                          /* header, first 256 bytes of settings */
+    memcpy(v2 + settings_at + 256, v3 + settings_at + 512, n - settings_at - 512);
+    const size_t n2 = n - 256;
+    v2[8] = 2;                                                   /* version, little-endian */
+    for (int i = 0; i < 8; i++) v2[12 + i] = (unsigned char)((uint64_t)n2 >> (8 * i));
+    uLong crc = crc32(crc32(0L, Z_NULL, 0), v2, (uInt)(n2 - 4));
+    for (int i = 0; i < 4; i++) v2[n2 - 4 + i] = (unsigned char)(crc >> (8 * i));
+    spit(p2, v2, n2);
+    actc_ckpt_meta got;
+    assert_int_equal(actc_checkpoint_peek(p2, &got), ACTC_OK);
+    assert_string_equal(got.settings, "--epochs=3 --width=16");
+    assert_int_equal(actc_checkpoint_load(p2, b, NULL, &got), ACTC_OK);
+    snapshot sa = snap(a, NULL), sb = snap(b, NULL);
+    assert_true(snap_equal(&sa, &sb));
+    snap_free(&sa);
+    snap_free(&sb);
+    v2[8] = 1; /* an unknown version names what this build reads */
+    spit(p2, v2, n2);
+    assert_int_equal(actc_checkpoint_peek(p2, &got), ACTC_ERR_FORMAT);
+    assert_non_null(strstr(actc_last_error(), "versions 2 and 3"));
+    free(v2);
+    free(v3);
+    actc_model_free(a);
+    actc_model_free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip_mlp_sgd), cmocka_unit_test(test_roundtrip_resnet_adamw),
         cmocka_unit_test(test_damaged_files),     cmocka_unit_test(test_mismatches),
-        cmocka_unit_test(test_overwrite),
+        cmocka_unit_test(test_overwrite),         cmocka_unit_test(test_reads_version_2),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

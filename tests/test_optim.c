@@ -364,6 +364,10 @@ static void test_clip_grad_norm(void **state)
     assert_float_equal(a->grad->data[2], 2.0f, 1e-5f);
     assert_float_equal(b->grad->data[1], 6.0f, 1e-5f);
     assert_null(c->grad);
+    b->grad->data[0] = INFINITY;
+    assert_int_equal(actc_clip_grad_norm(p, 3, 6.5f, &norm), ACTC_ERR_NUMERIC);
+    assert_true(isinf(norm));
+    assert_float_equal(a->grad->data[0], 1.5f, 1e-5f); /* nothing scaled */
     assert_int_equal(actc_clip_grad_norm(p, 3, 0.0f, NULL), ACTC_ERR_INVALID);
     assert_int_equal(actc_clip_grad_norm(p, 3, NAN, NULL), ACTC_ERR_INVALID);
     actc_tensor_release(a);

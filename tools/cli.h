@@ -65,9 +65,14 @@ actc_status evaluate(actc_model *m, actc_ctx *ctx, const actc_image_dataset *d, 
  * --heads, --context, --vocab and --attention, its input shape and classes
  * (what is absent stays as mo has it). */
 void model_opts_from_meta(const actc_ckpt_meta *meta, actc_model_opts *mo);
-/* Build the checkpoint's model and load its weights: 0, or prints the error
- * and returns 1. */
-int model_from_checkpoint(const char *path, actc_ckpt_meta *meta, actc_model **m);
+/* Build the checkpoint's model (base, or the defaults when NULL, for what
+ * the checkpoint does not record) and load its weights: 0, or prints the
+ * error and returns 1. */
+int model_from_checkpoint(const char *path, const actc_model_opts *base, actc_ckpt_meta *meta, actc_model **m);
+/* --NAME=V of a checkpoint's settings: the int (-1 if absent), or the string
+ * copied into buf (1; 0 if absent or longer than cap - 1). */
+int ckpt_setting_int(const actc_ckpt_meta *meta, const char *name);
+int ckpt_setting_str(const actc_ckpt_meta *meta, const char *name, char *buf, size_t cap);
 
 /* ---- language models (tools/lm.c) ------------------------------------------------ */
 /* The held-out part of every text corpus: the last 10% of its bytes, from the

@@ -6,37 +6,35 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Index drawn from softmax(logits / temperature) restricted to the k largest
- * (k = 0: all); temperature 0 is the argmax.  u is uniform in [0, 1). */
-static int sample(const float *logits, int V, float temperature, int k, float u, float *prob)
+/* Index drawn from softmax(logits / temperature) over the k largest logits
+ * (k = 0: all; ties at the cut go to the lower index); temperature 0 is the
+ * argmax.  u is uniform in [0, 1); prob and order are V-entry scratch. */
+static int sample(const float *logits, int V, float temperature, int k, float u, float *prob, int *order)
 {
     int best = 0;
     for (int i = 1; i < V; i++)
         if (logits[i] > logits[best]) best = i;
     if (temperature == 0.0f) return best;
-    /* The k-th largest logit is the cut: a partial selection on a copy. */
-    float cut = -FLT_MAX;
-    if (k > 0 && k < V) {
-        memcpy(prob, logits, (size_t)V * sizeof *prob);
-        for (int j = 0; j < k; j++) {
-            int m = j;
-            for (int i = j + 1; i < V; i++)
-                if (prob[i] > prob[m]) m = i;
-            float t = prob[j];
-            prob[j] = prob[m];
-            prob[m] = t;
-        }
-        cut = prob[k - 1];
+    if (k <= 0 || k > V) k = V;
+    /* The k largest first: a partial selection sort of the indices. */
+    for (int i = 0; i < V; i++) order[i] = i;
+    for (int j = 0; j < k && k < V; j++) {
+        int m = j;
+        for (int i = j + 1; i < V; i++)
+            if (logits[order[i]] > logits[order[m]]) m = i;
+        int t = order[j];
+        order[j] = order[m];
+        order[m] = t;
     }
     double sum = 0;
-    for (int i = 0; i < V; i++) {
-        prob[i] = logits[i] >= cut ? (float)exp((double)(logits[i] - logits[best]) / temperature) : 0.0f;
-        sum += prob[i];
+    for (int j = 0; j < k; j++) {
+        prob[j] = (float)exp((double)(logits[order[j]] - logits[best]) / temperature);
+        sum += prob[j];
     }
     double r = (double)u * sum, acc = 0;
-    for (int i = 0; i < V; i++) {
-        acc += prob[i];
-        if (prob[i] > 0 && r < acc) return i;
+    for (int j = 0; j < k; j++) {
+        acc += prob[j];
+        if (r < acc) return order[j];
     }
     return best;
 }
@@ -61,7 +59,7 @@ int cmd_generate(int argc, char **argv)
         flags_help(stdout, "actc generate --checkpoint FILE [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K]",
                    "Continue the prompt with the language model of a checkpoint, one byte at a time,\n"
                    "printing the prompt and then each byte as it comes.  The model sees the last\n"
-                   "`context` bytes (its maximum) of the text so far.",
+                   "bytes of the text so far, as many as it was trained on (--seq, or its context).",
                    flags);
         return 0;
     }
@@ -78,18 +76,21 @@ int cmd_generate(int argc, char **argv)
     actc_set_threads(threads);
     actc_ckpt_meta meta;
     actc_model *m = NULL;
-    if (model_from_checkpoint(ckpt, &meta, &m)) return 1;
+    if (model_from_checkpoint(ckpt, NULL, &meta, &m)) return 1;
     rc = 1;
     actc_ctx *ctx = NULL;
     int32_t *text = NULL;
     float *prob = NULL;
+    int *order = NULL;
     if (!actc_model_takes_tokens(m)) {
         fprintf(stderr, "error: %s holds model %s, an image classifier: generate needs a language model "
                         "(gpt-mini, llama-mini, gpt, llama, gpt2-124m)\n", ckpt, meta.model);
         goto out;
     }
     const actc_model_opts *mo = actc_model_get_opts(m);
-    const int V = mo->vocab, C = mo->context;
+    /* The model sees at most the window length it was trained on. */
+    const int V = mo->vocab, seq = ckpt_setting_int(&meta, "seq");
+    const int C = seq > 0 && seq < mo->context ? seq : mo->context;
     if (top_k > V) {
         fprintf(stderr, "error: --top-k %d is over the model's vocabulary of %d\n", top_k, V);
         goto out;
@@ -97,7 +98,8 @@ int cmd_generate(int argc, char **argv)
     size_t np = strlen(prompt), cap = np + (size_t)tokens;
     text = malloc(cap * sizeof *text);
     prob = malloc((size_t)V * sizeof *prob);
-    if (!text || !prob || !(ctx = actc_ctx_new())) {
+    order = malloc((size_t)V * sizeof *order);
+    if (!text || !prob || !order || !(ctx = actc_ctx_new())) {
         fprintf(stderr, "error: out of memory\n");
         goto out;
     }
@@ -120,7 +122,7 @@ int cmd_generate(int argc, char **argv)
             goto out;
         }
         float u = actc_rand_uniform(actc_rng_key(seed, 0x67656E, 0), n);
-        text[n] = sample(logits->data + (size_t)(T - 1) * V, V, temperature, top_k, u, prob);
+        text[n] = sample(logits->data + (size_t)(T - 1) * V, V, temperature, top_k, u, prob, order);
         actc_tensor_release(logits);
         putchar(text[n] < 256 ? text[n] : '?');
         fflush(stdout);
@@ -130,6 +132,7 @@ int cmd_generate(int argc, char **argv)
 out:
     free(text);
     free(prob);
+    free(order);
     actc_ctx_free(ctx);
     actc_model_free(m);
     return rc;

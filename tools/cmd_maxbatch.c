@@ -8,7 +8,7 @@
 #include <string.h>
 
 typedef struct {
-    const char *model, *compress, *optim;
+    const char *model, *compress, *optim, *attention;
     size_t budget;
     int threads, start, limit, width, in_c, in_h, in_w, classes;
     int layers, heads, context, vocab, seq; /* language models */
@@ -30,6 +30,7 @@ static int try_batch(const mb_opts *o, int b, size_t *peak, char *why, size_t wh
     mo.n_heads = o->heads;
     mo.context = o->context;
     mo.vocab = o->vocab;
+    mo.attention = !strcmp(o->attention, "naive") ? ACTC_ATTN_NAIVE : ACTC_ATTN_FLASH;
     actc_model *m = NULL;
     actc_ctx *ctx = NULL;
     actc_optim *opt = NULL;
@@ -107,7 +108,7 @@ static int step_failed(int b, const char *why)
 
 int cmd_maxbatch(int argc, char **argv)
 {
-    mb_opts o = {"resnet20", "none", NULL, 0, 0, 1, 1 << 16, 0, 1, 28, 28, 10, 0, 0, 0, 0, 0, 1};
+    mb_opts o = {"resnet20", "none", NULL, "flash", 0, 0, 1, 1 << 16, 0, 1, 28, 28, 10, 0, 0, 0, 0, 0, 1};
     flag_def flags[] = {
         {"--budget", F_BYTES, &o.budget, "SIZE", "memory budget for the whole step, e.g. 2GiB (required)", 0},
         {"--model", F_STR, &o.model, "NAME", "model (resnet20)", 0},
@@ -121,6 +122,7 @@ int cmd_maxbatch(int argc, char **argv)
         {"--context", F_INT, &o.context, "N", "positions of a language model (the preset's)", 0},
         {"--vocab", F_INT, &o.vocab, "N", "vocabulary of a language model (the preset's)", 0},
         {"--seq", F_INT, &o.seq, "N", "tokens per window of a language model (its context)", 0},
+        {"--attention", F_STR, &o.attention, "FORM", "flash (default) or naive attention of a language model", 0},
         {"--channels", F_INT, &o.in_c, "N", "input channels (1)", 0},
         {"--height", F_INT, &o.in_h, "N", "input height (28)", 0},
         {"--width-px", F_INT, &o.in_w, "N", "input width (28)", 0},
@@ -143,6 +145,10 @@ int cmd_maxbatch(int argc, char **argv)
     }
     if (o.start < 1 || o.limit < o.start || o.classes < 1) {
         fprintf(stderr, "error: need 1 <= --start <= --limit and --classes >= 1\n");
+        return 2;
+    }
+    if (strcmp(o.attention, "flash") && strcmp(o.attention, "naive")) {
+        fprintf(stderr, "error: --attention must be flash or naive, not '%s'\n", o.attention);
         return 2;
     }
     if (o.width < 0 || o.layers < 0 || o.heads < 0 || o.context < 0 || o.vocab < 0 || o.seq < 0) {

@@ -141,6 +141,35 @@ static void run_free(run_state *r)
     actc_mem_set_budget(0);
 }
 
+/* The run's recipe as flags, into buf: --resume parses them before the
+ * command line; eval, generate and variance read the model's shape (and a
+ * language model's --seq and --data) back.  The options common to both kinds
+ * of model, then each kind's own.  Returns the length snprintf wanted (>= cap
+ * means it did not fit). */
+static int format_settings(const train_opts *o, const actc_model_opts *mo, int lm, char *buf, size_t cap)
+{
+    int n = snprintf(buf, cap,
+                     "--epochs=%d --batch=%d --optim=%s --lr=%.9g --momentum=%.9g --nesterov=%d --wd=%.9g "
+                     "--beta1=%.9g --beta2=%.9g --clip=%.9g --schedule=%s --warmup=%llu --min-lr=%.9g --seed=%llu "
+                     "--width=%d ",
+                     o->epochs, o->batch, o->optim, o->lr, o->momentum, o->nesterov, o->wd, o->beta1, o->beta2,
+                     o->clip, o->schedule, (unsigned long long)o->warmup, o->min_lr, (unsigned long long)o->seed,
+                     mo->width);
+    if (n < 0 || (size_t)n >= cap) return n < 0 ? (int)cap : n;
+    size_t left = cap - (size_t)n;
+    /* A --data path with a space cannot be a flag of the space-separated
+     * recipe: it is left out (resume and eval then need --data again). */
+    int keep_data = lm && !strchr(o->data_spec, ' ');
+    int m = lm ? snprintf(buf + n, left,
+                          "--layers=%d --heads=%d --context=%d --vocab=%d --attention=%s --seq=%d --epoch-steps=%d "
+                          "--eval-tokens=%llu%s%s",
+                          mo->n_layers, mo->n_heads, mo->context, mo->vocab, o->attention, o->seq, o->epoch_steps,
+                          (unsigned long long)o->eval_tokens, keep_data ? " --data=" : "", keep_data ? o->data_spec : "")
+               : snprintf(buf + n, left, "--augment=%d --dropout=%.9g --limit-train=%d", o->augment, o->dropout,
+                          o->data.limit_train);
+    return m < 0 ? (int)cap : n + m;
+}
+
 static int save_ckpt(const train_opts *o, run_state *r, uint64_t epoch, uint64_t batch_in_epoch,
                      uint64_t step)
 {
@@ -155,32 +184,14 @@ static int save_ckpt(const train_opts *o, run_state *r, uint64_t epoch, uint64_t
     meta.seed = o->seed;
     meta.batch = o->batch;
     const actc_model_opts *mo = actc_model_get_opts(r->model);
-    /* The recipe, as flags: --resume parses them before the command line;
-     * the model's shape is read back by eval, generate and variance. */
-    if (r->have_corpus) {
-        snprintf(meta.settings, sizeof meta.settings,
-                 "--epochs=%d --batch=%d --optim=%s --lr=%.9g --momentum=%.9g --nesterov=%d --wd=%.9g "
-                 "--schedule=%s --warmup=%llu --min-lr=%.9g --seed=%llu --width=%d --layers=%d --heads=%d "
-                 "--context=%d --vocab=%d --attention=%s --seq=%d --epoch-steps=%d --eval-tokens=%llu --beta1=%.9g "
-                 "--beta2=%.9g --clip=%.9g",
-                 o->epochs, o->batch, o->optim, o->lr, o->momentum, o->nesterov, o->wd, o->schedule,
-                 (unsigned long long)o->warmup, o->min_lr, (unsigned long long)o->seed, mo->width, mo->n_layers,
-                 mo->n_heads, mo->context, mo->vocab, o->attention, o->seq, o->epoch_steps,
-                 (unsigned long long)o->eval_tokens, o->beta1, o->beta2, o->clip);
-        if (actc_checkpoint_save(o->save_path, r->model, r->opt, &meta) != ACTC_OK) return fail("saving checkpoint");
-        return 0;
+    if (!r->have_corpus) {
+        meta.input[0] = r->train.c;
+        meta.input[1] = r->train.h;
+        meta.input[2] = r->train.w;
+        meta.num_classes = mo->num_classes;
     }
-    meta.input[0] = r->train.c;
-    meta.input[1] = r->train.h;
-    meta.input[2] = r->train.w;
-    meta.num_classes = mo->num_classes;
-    snprintf(meta.settings, sizeof meta.settings,
-             "--epochs=%d --batch=%d --optim=%s --lr=%.9g --momentum=%.9g --nesterov=%d --wd=%.9g "
-             "--schedule=%s --warmup=%llu --min-lr=%.9g --augment=%d --width=%d --dropout=%.9g --seed=%llu "
-             "--limit-train=%d --beta1=%.9g --beta2=%.9g --clip=%.9g",
-             o->epochs, o->batch, o->optim, o->lr, o->momentum, o->nesterov, o->wd, o->schedule,
-             (unsigned long long)o->warmup, o->min_lr, o->augment, mo->width, o->dropout,
-             (unsigned long long)o->seed, o->data.limit_train, o->beta1, o->beta2, o->clip);
+    /* Its length was checked before training started. */
+    format_settings(o, mo, r->have_corpus, meta.settings, sizeof meta.settings);
     if (actc_checkpoint_save(o->save_path, r->model, r->opt, &meta) != ACTC_OK) return fail("saving checkpoint");
     return 0;
 }
@@ -240,7 +251,7 @@ int cmd_train(int argc, char **argv)
     }
     /* Language models train on text with AdamW, 16 windows a step, unless
      * told otherwise (a resumed run has its recipe already). */
-    const int lm = !strncmp(o.model, "gpt", 3) || !strncmp(o.model, "llama", 5);
+    const int lm = actc_model_name_takes_tokens(o.model);
     if (lm && !o.resume_path) {
         if (!flag_was_set(flags, "--optim")) o.optim = "adamw";
         if (!flag_was_set(flags, "--batch")) o.batch = 16;
@@ -382,6 +393,16 @@ int cmd_train(int argc, char **argv)
         steps_per_epoch = actc_loader_num_batches(r.loader);
         if (steps_per_epoch < 1) {
             fprintf(stderr, "error: the training set (%d images) is smaller than one batch of %d\n", r.train.n, o.batch);
+            goto out;
+        }
+    }
+    if (o.save_path) {
+        /* Find out now, not after the first epoch, if the recipe cannot be saved. */
+        char probe[sizeof meta.settings];
+        int need = format_settings(&o, actc_model_get_opts(r.model), lm, probe, sizeof probe);
+        if (need >= (int)sizeof probe) {
+            fprintf(stderr, "error: --save: the run's settings take %d bytes, over the checkpoint's %zu; shorten "
+                            "--schedule or --data\n", need, sizeof probe - 1);
             goto out;
         }
     }

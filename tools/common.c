@@ -143,14 +143,33 @@ actc_status evaluate(actc_model *m, actc_ctx *ctx, const actc_image_dataset *d, 
     return ACTC_OK;
 }
 
-/* The value of --NAME=V in a checkpoint's settings, or -1. */
-static int setting_int(const char *settings, const char *name)
+/* Start of the value of --NAME= in settings, or NULL. */
+static const char *setting_at(const char *settings, const char *name)
 {
     char key[32];
     snprintf(key, sizeof key, "--%s=", name);
     for (const char *p = strstr(settings, key); p; p = strstr(p + 1, key))
-        if (p == settings || p[-1] == ' ') return atoi(p + strlen(key));
-    return -1;
+        if (p == settings || p[-1] == ' ') return p + strlen(key);
+    return NULL;
+}
+
+static int setting_int(const char *settings, const char *name)
+{
+    const char *v = setting_at(settings, name);
+    return v ? atoi(v) : -1;
+}
+
+int ckpt_setting_int(const actc_ckpt_meta *meta, const char *name) { return setting_int(meta->settings, name); }
+
+int ckpt_setting_str(const actc_ckpt_meta *meta, const char *name, char *buf, size_t cap)
+{
+    const char *v = setting_at(meta->settings, name);
+    if (!v || cap == 0) return 0;
+    size_t n = strcspn(v, " ");
+    if (n >= cap) return 0;
+    memcpy(buf, v, n);
+    buf[n] = '\0';
+    return 1;
 }
 
 void model_opts_from_meta(const actc_ckpt_meta *meta, actc_model_opts *mo)
@@ -172,14 +191,14 @@ void model_opts_from_meta(const actc_ckpt_meta *meta, actc_model_opts *mo)
     }
 }
 
-int model_from_checkpoint(const char *path, actc_ckpt_meta *meta, actc_model **m)
+int model_from_checkpoint(const char *path, const actc_model_opts *base, actc_ckpt_meta *meta, actc_model **m)
 {
     *m = NULL;
     if (actc_checkpoint_peek(path, meta) != ACTC_OK) {
         fprintf(stderr, "error: --checkpoint: %s\n", actc_last_error());
         return 1;
     }
-    actc_model_opts mo = actc_model_default_opts();
+    actc_model_opts mo = base ? *base : actc_model_default_opts();
     model_opts_from_meta(meta, &mo);
     if (actc_model_create(meta->model, &mo, m) != ACTC_OK || actc_checkpoint_load(path, *m, NULL, meta) != ACTC_OK) {
         fprintf(stderr, "error: --checkpoint %s: %s\n", path, actc_last_error());

@@ -131,15 +131,17 @@ actc_status lm_train_step(actc_model *m, actc_ctx *ctx, actc_optim *opt, const a
 }
 
 /* Validation: n windows of T+1 bytes spread evenly over the held-out part
- * (first at its start, last at its end), n = eval_tokens / T, or the part
- * tiled end to end when eval_tokens is 0; the loss is the mean over every
+ * (first at its start, last at its end), n = eval_tokens / T; or, when
+ * eval_tokens is 0, windows every T bytes, so that every byte of the part
+ * but the first (and a tail shorter than a window) is predicted exactly once,
+ * from the bytes before it in its window.  The loss is the mean over every
  * position of every window. */
 actc_status lm_evaluate(actc_model *m, actc_ctx *ctx, const actc_text_corpus *c, int T, long eval_tokens, int batch,
                         double *loss, double *acc)
 {
     const uint8_t *val = c->data + c->train_end;
     const size_t len = c->n - c->train_end, span = len - (size_t)T - 1; /* last window start */
-    size_t n = eval_tokens > 0 ? (size_t)eval_tokens / (size_t)T : len / ((size_t)T + 1);
+    size_t n = eval_tokens > 0 ? (size_t)eval_tokens / (size_t)T : (len - 1) / (size_t)T;
     if (n < 1) n = 1;
     if (n > span + 1) n = span + 1;
     int B = batch < (int)n ? batch : (int)n;
@@ -154,7 +156,7 @@ actc_status lm_evaluate(actc_model *m, actc_ctx *ctx, const actc_text_corpus *c,
         int nb = (int)(n - w0 < (size_t)B ? n - w0 : (size_t)B);
         for (int r = 0; r < nb; r++) {
             size_t w = w0 + (size_t)r;
-            size_t off = eval_tokens == 0 ? w * ((size_t)T + 1) : (n > 1 ? w * span / (n - 1) : 0);
+            size_t off = eval_tokens == 0 ? w * (size_t)T : (n > 1 ? w * span / (n - 1) : 0);
             for (int t = 0; t <= T; t++) b->window[(size_t)r * (T + 1) + t] = val[off + (size_t)t];
         }
         b->B = nb;

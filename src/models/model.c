@@ -112,9 +112,7 @@ actc_status actc_model_create(const char *name, const actc_model_opts *o, actc_m
     if (!name) s = actc_set_error(ACTC_ERR_INVALID, "no model name given");
     else if (!strcmp(name, "mlp")) s = actc__mlp_build(m);
     else if (!strncmp(name, "resnet", 6)) s = actc__resnet_build(m, name);
-    else if (!strcmp(name, "gpt") || !strcmp(name, "llama") || !strcmp(name, "gpt-mini") ||
-             !strcmp(name, "llama-mini") || !strcmp(name, "gpt2-124m"))
-        s = actc__transformer_build(m, name);
+    else if (actc_model_name_takes_tokens(name)) s = actc__transformer_build(m, name);
     else s = actc_set_error(ACTC_ERR_INVALID, "unknown model '%s'; valid models:\n%s", name, g_models);
     if (s == ACTC_OK) s = model_finish(m);
     if (s != ACTC_OK) {
@@ -157,6 +155,14 @@ actc_tensor *actc_model_forward(actc_model *m, actc_ctx *ctx, actc_tensor *x)
 }
 
 int actc_model_takes_tokens(const actc_model *m) { return m->forward_tokens != NULL; }
+
+int actc_model_name_takes_tokens(const char *name)
+{
+    static const char *const lms[] = {"gpt", "llama", "gpt-mini", "llama-mini", "gpt2-124m"};
+    for (size_t i = 0; name && i < sizeof lms / sizeof *lms; i++)
+        if (!strcmp(name, lms[i])) return 1;
+    return 0;
+}
 
 actc_tensor *actc_model_forward_tokens(actc_model *m, actc_ctx *ctx, const int32_t *ids, int B, int T)
 {

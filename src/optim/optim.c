@@ -158,7 +158,10 @@ actc_status actc_clip_grad_norm(actc_tensor **params, int n, float max_norm, flo
     }
     const double norm = sqrt(sq);
     if (norm_out) *norm_out = (float)norm;
-    if (!isfinite(norm)) return ACTC_OK; /* the optimizer's loss check reports it */
+    if (!isfinite(norm))
+        return actc_set_error(ACTC_ERR_NUMERIC,
+                              "the gradients' norm is %s: lower the learning rate (or check the data); nothing "
+                              "was scaled", isnan(norm) ? "NaN" : "infinite");
     if (norm <= max_norm) return ACTC_OK;
     const float scale = (float)(max_norm / (norm + 1e-6));
     for (int i = 0; i < n; i++) {

@@ -25,6 +25,9 @@
  * directory, so a crash leaves either the old checkpoint or the new one, never
  * a half-written file under the real name.
  *
+ * Version 2 files (settings[256], everything after it 256 bytes earlier) are
+ * still read.
+ *
  * Loading reads the whole file, then checks in this order: magic, version,
  * length against the header (shorter: "truncated"), CRC ("checksum
  * mismatch"), the structure, the model name, the count, name and shape of
@@ -43,8 +46,10 @@
 
 #define CKPT_MAGIC "ACTCCKPT"
 #define CKPT_VERSION 3u /* 3: settings grew from 256 to 512 bytes */
-#define META_BYTES (32 + 16 + 64 + 4 * 8 + 4 + 8 * 4 + 4 * 4 + 512)
-#define HEADER_BYTES (8 + 4 + 8 + META_BYTES)
+#define META_FIXED (32 + 16 + 64 + 4 * 8 + 4 + 8 * 4 + 4 * 4) /* before settings */
+#define SETTINGS_BYTES(v) ((v) == 2u ? 256 : 512)
+#define HEADER_BYTES_V(v) (8 + 4 + 8 + META_FIXED + SETTINGS_BYTES(v))
+#define HEADER_BYTES HEADER_BYTES_V(CKPT_VERSION) /* what this build writes */
 #define CONV_CHUNK 1024 /* floats converted to little-endian per write */
 
 /* ---- little-endian encoding --------------------------------------------- */
@@ -116,7 +121,7 @@ static void encode_meta(uint8_t *b, const actc_ckpt_meta *m)
     put_str(b + 196, m->settings, 512);
 }
 
-static void decode_meta(actc_ckpt_meta *m, const uint8_t *b)
+static void decode_meta(actc_ckpt_meta *m, const uint8_t *b, size_t settings_cap)
 {
     memset(m, 0, sizeof *m);
     get_str(m->model, b, 32);
@@ -130,7 +135,7 @@ static void decode_meta(actc_ckpt_meta *m, const uint8_t *b)
     for (int i = 0; i < 8; i++) m->extra[i] = get_f32(b + 148 + 4 * i);
     for (int i = 0; i < 3; i++) m->input[i] = (int32_t)get_u32(b + 180 + 4 * i);
     m->num_classes = (int32_t)get_u32(b + 192);
-    get_str(m->settings, b + 196, 512);
+    get_str(m->settings, b + 196, settings_cap);
 }
 
 /* ---- writing -------------------------------------------------------------- */
@@ -303,9 +308,10 @@ actc_status actc_checkpoint_save(const char *path, actc_model *m, actc_optim *o,
 /* ---- reading -------------------------------------------------------------- */
 
 /* Check magic, version and declared length of the first `have` bytes of a
- * file of `size` bytes; *declared receives the length. */
+ * file of `size` bytes; *declared receives the length, *version the format
+ * version (2 or 3). */
 static actc_status check_header(const char *path, const uint8_t *b, size_t have, size_t size,
-                                uint64_t *declared)
+                                uint64_t *declared, uint32_t *version)
 {
     size_t mlen = have < 8 ? have : 8;
     if (memcmp(b, CKPT_MAGIC, mlen) != 0)
@@ -314,15 +320,16 @@ static actc_status check_header(const char *path, const uint8_t *b, size_t have,
         return actc_set_error(ACTC_ERR_FORMAT, "%s is truncated (%zu bytes, not even a header)", path,
                               size);
     uint32_t v = get_u32(b + 8);
-    if (v != CKPT_VERSION)
+    if (v != CKPT_VERSION && v != 2u)
         return actc_set_error(ACTC_ERR_FORMAT,
-                              "%s is a version %u checkpoint; this build reads version %u", path,
+                              "%s is a version %u checkpoint; this build reads versions 2 and %u", path,
                               (unsigned)v, CKPT_VERSION);
-    if (have < HEADER_BYTES)
+    *version = v;
+    if (have < (size_t)HEADER_BYTES_V(v))
         return actc_set_error(ACTC_ERR_FORMAT, "%s is truncated (%zu bytes, not even a header)", path,
                               size);
     *declared = get_u64(b + 12);
-    if (*declared < HEADER_BYTES + 12)
+    if (*declared < (uint64_t)HEADER_BYTES_V(v) + 12)
         return actc_set_error(ACTC_ERR_FORMAT, "%s is corrupted: impossible length %llu in its header",
                               path, (unsigned long long)*declared);
     if (size < *declared)
@@ -371,11 +378,12 @@ actc_status actc_checkpoint_peek(const char *path, actc_ckpt_meta *meta)
     fclose(f);
     if (rerr) return actc_set_error(ACTC_ERR_IO, "cannot read checkpoint %s", path);
     uint64_t declared;
+    uint32_t version;
     /* Also compares the file size with the declared length: a cut file is
      * reported here already, before the caller builds a model for it. */
-    s = check_header(path, hdr, have, size, &declared);
+    s = check_header(path, hdr, have, size, &declared, &version);
     if (s != ACTC_OK) return s;
-    decode_meta(meta, hdr + 20);
+    decode_meta(meta, hdr + 20, SETTINGS_BYTES(version));
     return ACTC_OK;
 }
 
@@ -547,7 +555,8 @@ actc_status actc_checkpoint_load(const char *path, actc_model *m, actc_optim *o,
         goto done;
     }
     uint64_t declared;
-    s = check_header(path, buf, size, size, &declared);
+    uint32_t version;
+    s = check_header(path, buf, size, size, &declared, &version);
     if (s != ACTC_OK) goto done;
     uint32_t stored_crc = get_u32(buf + size - 4);
     if ((uint32_t)crc_update(crc32(0L, Z_NULL, 0), buf, size - 4) != stored_crc) {
@@ -556,7 +565,7 @@ actc_status actc_checkpoint_load(const char *path, actc_model *m, actc_optim *o,
     }
 
     actc_ckpt_meta md;
-    decode_meta(&md, buf + 20);
+    decode_meta(&md, buf + 20, SETTINGS_BYTES(version));
     const char *mname = actc_model_name(m);
     if (strcmp(md.model, mname) != 0) {
         s = actc_set_error(ACTC_ERR_INVALID, "checkpoint %s holds model %s, not %s", path, md.model,
@@ -564,7 +573,7 @@ actc_status actc_checkpoint_load(const char *path, actc_model *m, actc_optim *o,
         goto done;
     }
 
-    reader r = {buf, HEADER_BYTES, size - 4, 0};
+    reader r = {buf, HEADER_BYTES_V(version), size - 4, 0};
     int nmrec = 0, norec = 0;
     s = read_records(&r, path, &mrec, &nmrec);
     if (s != ACTC_OK) goto done;

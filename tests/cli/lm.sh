@@ -26,12 +26,20 @@ grep -q '"val_bpb"' $D/g.jsonl && pass "log has val_bpb" || fail "log lacks val_
 # Stopped after epoch 1 and resumed, the run ends with the uninterrupted
 # run's validation loss exactly (same schedule: --epochs 2 both times).
 $ACTC train $TINY --data text:$D/corpus.txt --epochs 2 --max-steps 60 --save $D/r.ckpt >/dev/null 2>&1
-out2=$($ACTC train --resume $D/r.ckpt --epochs 2 --data text:$D/corpus.txt --progress off --save $D/r.ckpt 2>&1)
+# The checkpoint keeps the corpus: no --data needed to resume or evaluate.
+out2=$($ACTC train --resume $D/r.ckpt --epochs 2 --progress off --save $D/r.ckpt 2>&1)
 v1=$(grep -o 'validation loss [0-9.]*' <<<"$out" | tail -1); v2=$(grep -o 'validation loss [0-9.]*' <<<"$out2" | tail -1)
 [ -n "$v1" ] && [ "$v1" = "$v2" ] && pass "resume reproduces the run ($v1)" || fail "resume: '$v1' vs '$v2'"
 
 # Eval and generate from the checkpoint; llama trains too; a directory is a corpus.
-$ACTC eval --checkpoint $D/g.ckpt --data text:$D/corpus.txt | grep -q "bits per byte" && pass "eval reports bpb" || fail "eval"
+ev=$($ACTC eval --checkpoint $D/g.ckpt 2>&1)
+grep -q "bits per byte" <<<"$ev" && grep -q "$D/corpus.txt (windows of 32)" <<<"$ev" && pass "eval reports bpb on the training corpus" \
+    || { fail "eval"; echo "$ev"; }
+# A model trained on shorter windows than its context is evaluated on them.
+$ACTC train $TINY --seq 16 --data text:$D/corpus.txt --epochs 1 --epoch-steps 3 --save $D/s16.ckpt >/dev/null 2>&1
+$ACTC eval --checkpoint $D/s16.ckpt | grep -q "(windows of 16)" && pass "eval uses the training window" || fail "eval window"
+$ACTC generate --checkpoint $D/s16.ckpt --prompt "$(head -c 100 $D/corpus.txt)" --tokens 3 >/dev/null 2>&1 \
+    && pass "generate with a window shorter than the context" || fail "generate, --seq 16"
 gen=$($ACTC generate --checkpoint $D/g.ckpt --prompt "In the" --tokens 40 --temperature 0 2>&1); rc=$?
 [ $rc -eq 0 ] && [ ${#gen} -ge 46 ] && pass "generate: $(head -1 <<<"$gen")" || { fail "generate (exit $rc)"; echo "$gen"; }
 grep -Eq "beginning|created|heaven|earth" <<<"${gen#In the}" && pass "greedy generation writes the corpus's words" \
@@ -54,6 +62,8 @@ expect_fail "image model on text" "classifies images" $ACTC train --model resnet
 expect_fail "language model on images" "is a language model" $ACTC train --model gpt-mini --data fmnist
 expect_fail "heads do not divide the width" "not a multiple of the 3 heads" $ACTC train $TINY --heads 3 --data text:$D/corpus.txt
 expect_fail "memory budget" "memory budget exceeded: [A-Z]+ allocation" $ACTC train $TINY --mem-budget 600KiB --data text:$D/corpus.txt
+long=$D/$(printf 'd%.0s' {1..200})/$(printf 'e%.0s' {1..200}); mkdir -p $long && cp $D/corpus.txt $long/
+expect_fail "recipe too long to save" "settings take [0-9]+ bytes" $ACTC train $TINY --data text:$long/corpus.txt --save $D/x.ckpt
 expect_fail "vocabulary under 256" "at least 256" $ACTC train $TINY --vocab 100 --data text:$D/corpus.txt
 write_idx_images $D/img 64; write_idx_labels $D/lab 64
 $ACTC train --model mlp --train-images $D/img --train-labels $D/lab --test-images $D/img --test-labels $D/lab \
