@@ -312,6 +312,11 @@ actc_status actc_save(actc_ctx *ctx, actc_node *node, const actc_tensor *t,
  * original shape (MASK: 0/1 floats, INDEX: integer floats).  The caller
  * releases it.  The store frees an entry once every save of it was loaded. */
 actc_tensor *actc_load(actc_ctx *ctx, actc_node *node, int k);
+/* 1 if the k-th save of node, not loaded yet, is stored exactly (fp32 or an
+ * integer index), 0 if the policy stored it lossy (or k is not pending).  An
+ * operator that saved quantities derived from its inputs (a softmax
+ * normaliser, say) can tell whether they still match what it will load. */
+int actc_saved_lossless(const actc_ctx *ctx, const actc_node *node, int k);
 /* Decode rows [row0, row0 + nrows) of the first axis of the k-th save of
  * node into dst (nrows * numel / shape[0] floats) and leave the save in the
  * store: for an operator that walks a saved tensor a chunk of samples at a

@@ -498,6 +498,36 @@ static void test_attention_forms_agree(void **state)
     assert_int_equal(tu_mem_now(), m0);
 }
 
+/* Under a lossy policy the memory-efficient form recomputes its softmax
+ * normaliser from the decoded Q and K: with 2-bit Q and K of a wide range the
+ * saved (exact) one is exceeded by hundreds and exp overflowed into NaN
+ * gradients (seen on llama-mini); recomputed, the gradients stay finite. */
+static void test_flash_lossy_inputs(void **state)
+{
+    (void)state;
+    const size_t m0 = tu_mem_now();
+    const int B = 2, T = 96, H = 2, Dh = 16;
+    actc_tensor *q, *k, *v;
+    qkv_new(B, T, H, Dh, 500, 20.0f, &q, &k, &v);
+    const size_t n = q->numel;
+    actc_ctx *ctx = actc_ctx_new();
+    assert_int_equal(actc_ctx_set_policy(ctx, "quant:2"), ACTC_OK);
+    actc_tensor *y = actc_attention_flash(ctx, q, k, v, H);
+    assert_non_null(y);
+    actc_tensor *loss = tu_wsum(ctx, y, 7);
+    actc_tensor_release(y);
+    assert_int_equal(actc_backward(ctx, loss), ACTC_OK);
+    actc_tensor_release(loss);
+    actc_tensor *in[3] = {q, k, v};
+    for (int i = 0; i < 3; i++) {
+        for (size_t j = 0; j < n; j++) assert_true(isfinite(in[i]->grad->data[j]));
+        actc_tensor_drop_grad(in[i]);
+    }
+    actc_ctx_free(ctx);
+    qkv_release(q, k, v);
+    assert_int_equal(tu_mem_now(), m0);
+}
+
 /* Store bytes right after the forward (fp32 `none` policy, then bf16):
  *   naive = Q + K + V + P = 4 (3 B T H Dh + B H T T)
  *   flash = Q + K + V + O + L = 4 (4 B T H Dh + B H T)   (L stays fp32)
@@ -712,6 +742,7 @@ int main(void)
         cmocka_unit_test(test_attention_grad),
         cmocka_unit_test(test_attention_forms_agree),
         cmocka_unit_test(test_attention_store),
+        cmocka_unit_test(test_flash_lossy_inputs),
         cmocka_unit_test(test_attention_memory),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_eval_nothing_saved),

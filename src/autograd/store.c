@@ -205,6 +205,13 @@ actc_status actc_save(actc_ctx *ctx, actc_node *node, const actc_tensor *t, actc
     return ACTC_OK;
 }
 
+int actc_saved_lossless(const actc_ctx *ctx, const actc_node *node, int k)
+{
+    if (!ctx || !node || k < 0 || k >= node->n_slots_ || node->slots_[k] < 0) return 0;
+    const actc_store_entry *e = &ctx->entries[node->slots_[k]];
+    return e->codec == &actc_codec_fp32 || e->codec == &actc_codec_index;
+}
+
 actc_tensor *actc_load(actc_ctx *ctx, actc_node *node, int k)
 {
     if (!node || k < 0 || k >= node->n_slots_) {

@@ -63,7 +63,7 @@ ACTC_ATTN_CLONES static void online_row(float *s, int nv, int nk, float *m, floa
         }
         *l = *l * corr + sum;
         *m = mx;
-        if (corr != 1.0f) {
+        if (o && corr != 1.0f) {
 #pragma omp simd
             for (int e = 0; e < Dh; e++) o[e] *= corr;
         }
@@ -116,6 +116,32 @@ static void flash_fwd_task(const actc__attn_dims *d, const actc__attn_bufs *x, f
     }
 }
 
+/* Log-sum-exp of every row of head (b, h) from the Q and K backward loaded,
+ * into lse: forward's online softmax without the output.  S is BQ x BK, m
+ * and l BQ. */
+static void lse_task(const actc__attn_dims *d, const actc__attn_bufs *x, float *lse, int b, int h, int bq, int bk,
+                     float *S, float *m, float *l)
+{
+    const int T = d->T, D = d->D, Dh = d->Dh;
+    const size_t head = actc__attn_head(d, b, h);
+    float *lrow = lse + ((size_t)b * d->H + h) * T;
+    for (int q0 = 0; q0 < T; q0 += bq) {
+        const int nq = imin(bq, T - q0);
+        for (int r = 0; r < nq; r++) {
+            m[r] = -INFINITY;
+            l[r] = 0.0f;
+        }
+        for (int k0 = 0; k0 <= q0 + nq - 1; k0 += bk) {
+            const int nk = imin(bk, T - k0);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, Dh, d->scale, x->q + head + (size_t)q0 * D,
+                        D, x->k + head + (size_t)k0 * D, D, 0.0f, S, bk);
+            for (int r = 0; r < nq; r++)
+                online_row(S + (size_t)r * bk, visible(q0 + r, k0, nk), nk, &m[r], &l[r], NULL, Dh);
+        }
+        for (int r = 0; r < nq; r++) lrow[q0 + r] = m[r] + logf(l[r]);
+    }
+}
+
 /* All gradients of head (b, h).  S and dP are BQ x BK, Dr is BQ. */
 static void flash_bwd_task(const actc__attn_dims *d, const actc__attn_bufs *x, int b, int h, int bq, int bk,
                            float *S, float *dP, float *Dr)
@@ -158,6 +184,13 @@ static void flash_bwd_task(const actc__attn_dims *d, const actc__attn_bufs *x, i
 
 static actc_status flash_backward(actc_ctx *ctx, actc_node *node)
 {
+    /* Forward's log-sum-exp belongs to the exact Q and K.  When the policy
+     * stored them lossy, the scores recomputed from the decoded ones can
+     * exceed it by far (2-bit Q and K: exp overflowed into NaN gradients on
+     * llama-mini), and its rows of P would not sum to 1: then the
+     * normaliser is recomputed from what was decoded, so P is the exact
+     * softmax of the decoded scores, as the textbook form's stored P is. */
+    const int renorm = !actc_saved_lossless(ctx, node, 0) || !actc_saved_lossless(ctx, node, 1);
     actc_tensor *t[FLASH_NSAVES];
     actc__attn_bufs x;
     actc_status st = actc__attn_load(ctx, node, FLASH_NSAVES, t, &x);
@@ -176,6 +209,7 @@ static actc_status flash_backward(actc_ctx *ctx, actc_node *node)
 #pragma omp parallel for schedule(dynamic) num_threads(nt) if (BH > 1)
     for (int bh = 0; bh < BH; bh++) {
         float *s = scratch + (size_t)omp_get_thread_num() * stride;
+        if (renorm) lse_task(&d, &x, t[4]->data, bh / d.H, bh % d.H, bq, bk, s, s + blk, s + blk + bq);
         flash_bwd_task(&d, &x, bh / d.H, bh % d.H, bq, bk, s, s + blk, s + 2 * blk);
     }
     actc_mem_free(scratch);
