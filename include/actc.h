@@ -455,6 +455,9 @@ actc_tensor *actc_attention_naive(actc_ctx *ctx, actc_tensor *q, actc_tensor *k,
  * projection keeps that tensor anyway, and the store holds it once) and the
  * per-row log-sum-exp [B, H, T] (EXACT): 4 (4 B T H Dh + B H T) bytes in fp32,
  * less than the naive form for T > Dh + 1 and 4x less for T >= 13 Dh + 4.
+ * When a policy stores Q or K lossy, backward first recomputes the
+ * log-sum-exp from the decoded Q and K (one more Q K^T pass), so the
+ * probabilities it rebuilds are an exact softmax of what it decoded.
  * Same results as actc_attention_naive to float rounding. */
 actc_tensor *actc_attention_flash(actc_ctx *ctx, actc_tensor *q, actc_tensor *k, actc_tensor *v, int n_heads);
 

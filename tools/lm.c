@@ -62,7 +62,7 @@ int text_check_windows(const actc_text_corpus *c, int T)
     if (tr < (size_t)T + 1 || va < (size_t)T + 1) {
         fprintf(stderr,
                 "error: the corpus %s is too short for windows of %d tokens: its train part has %zu bytes and its "
-                "validation part %zu (each needs at least %d); use a longer text or a smaller --seq\n",
+                "validation part %zu (each needs at least %d); use a longer text (or train with a smaller --seq)\n",
                 c->source, T, tr, va, T + 1);
         return 1;
     }

@@ -8,7 +8,9 @@
  *
  * Saved: Q, K, V and the output O (ACT), and the per-row log-sum-exp
  * L = m + log(l) [B, H, T] (EXACT: backward exponentiates against it, so an
- * error there would scale whole rows of P).  Backward recomputes
+ * error there would scale whole rows of P).  When the policy stored Q or K
+ * lossy, L no longer matches them and backward recomputes it from the
+ * decoded Q and K first (see flash_backward).  Backward recomputes
  * P = exp(scale Q K^T - L) block by block:
  *   D_i = rowsum(dO_i O_i),  dP = dO V^T,  dS = P (dP - D),
  *   dV += P^T dO,  dQ += scale dS K,  dK += scale dS^T Q.
