@@ -1,9 +1,10 @@
-/* bench_codec: throughput of the stochastic quantizer codecs on an
+/* bench_codec: throughput of the stochastic quantizer codecs and DIVISION's
+ * dual-precision codec on an
  * activation-like tensor, against memcpy of the same bytes.
  *
- *   bench_codec [threads=2] [batch=256] [reps=20]
+ *   bench_codec [threads=2] [batch=256] [reps=20] [side=32]
  *
- * The tensor is [batch, 64, 32, 32] fp32 (64 MiB at batch 256): ReLU of a
+ * The tensor is [batch, 64, side, side] fp32 (64 MiB at batch 256, side 32): ReLU of a
  * normal with a per-channel shift, times a per-channel scale spanning two
  * decades, so groups differ in range the way conv activations do.
  *
@@ -25,7 +26,8 @@
 #include <time.h>
 
 #define C_CH 64
-#define HW (32 * 32)
+static int g_side = 32; /* maps are g_side x g_side */
+#define HW ((size_t)g_side * (size_t)g_side)
 
 static double now(void)
 {
@@ -78,6 +80,7 @@ typedef struct {
     const actc_codec *codec;
     int bits;
     int mixed;
+    int iparam[4];                  /* division: B, mode, map rank, layout */
     void *buf;                      /* payload                             */
     double bits_per_elem, enc, dec; /* results: payload size, best seconds */
 } bench_case;
@@ -86,6 +89,7 @@ static void case_args(const bench_case *bc, const actc_codec_args *proto, actc_c
 {
     *a = *proto;
     a->bits = bc->bits;
+    memcpy(a->iparam, bc->iparam, sizeof a->iparam);
     if (!bc->mixed) a->sample_bits = NULL;
 }
 
@@ -121,8 +125,9 @@ int main(int argc, char **argv)
     const int threads = argc > 1 ? atoi(argv[1]) : 2;
     const int batch = argc > 2 ? atoi(argv[2]) : 256;
     const int reps = argc > 3 ? atoi(argv[3]) : 20;
-    if (threads < 1 || batch < 1 || reps < 1) {
-        fprintf(stderr, "usage: bench_codec [threads=2] [batch=256] [reps=20]\n");
+    if (argc > 4) g_side = atoi(argv[4]);
+    if (threads < 1 || batch < 1 || reps < 1 || g_side < 1) {
+        fprintf(stderr, "usage: bench_codec [threads=2] [batch=256] [reps=20] [side=32]\n");
         return 2;
     }
     omp_set_num_threads(threads);
@@ -137,19 +142,23 @@ int main(int argc, char **argv)
     proto.ndim = 4;
     proto.shape[0] = batch;
     proto.shape[1] = C_CH;
-    proto.shape[2] = 32;
-    proto.shape[3] = 32;
+    proto.shape[2] = g_side;
+    proto.shape[3] = g_side;
     proto.key = 42;
     proto.sample_bits = widths;
 
     bench_case cases[] = {
-        {"quant b=1", &actc_codec_quant, 1, 0, NULL, 0, 1e30, 1e30},
-        {"quant b=2", &actc_codec_quant, 2, 0, NULL, 0, 1e30, 1e30},
-        {"quant b=3", &actc_codec_quant, 3, 0, NULL, 0, 1e30, 1e30},
-        {"quant b=4", &actc_codec_quant, 4, 0, NULL, 0, 1e30, 1e30},
-        {"quant b=8", &actc_codec_quant, 8, 0, NULL, 0, 1e30, 1e30},
-        {"quant mixed 2/3/4", &actc_codec_quant, 2, 1, NULL, 0, 1e30, 1e30},
-        {"quant_tensor b=2", &actc_codec_quant_tensor, 2, 0, NULL, 0, 1e30, 1e30},
+        {"quant b=1", &actc_codec_quant, 1, 0, {0}, NULL, 0, 1e30, 1e30},
+        {"quant b=2", &actc_codec_quant, 2, 0, {0}, NULL, 0, 1e30, 1e30},
+        {"quant b=3", &actc_codec_quant, 3, 0, {0}, NULL, 0, 1e30, 1e30},
+        {"quant b=4", &actc_codec_quant, 4, 0, {0}, NULL, 0, 1e30, 1e30},
+        {"quant b=8", &actc_codec_quant, 8, 0, {0}, NULL, 0, 1e30, 1e30},
+        {"quant mixed 2/3/4", &actc_codec_quant, 2, 1, {0}, NULL, 0, 1e30, 1e30},
+        {"quant_tensor b=2", &actc_codec_quant_tensor, 2, 0, {0}, NULL, 0, 1e30, 1e30},
+        /* DIVISION on the same maps: 2-D pooling (r = 2), B = 8, Q = 2. */
+        {"division b=8 q=2", &actc_codec_division, 2, 0, {8, ACTC_DIV_FULL, 2, 0}, NULL, 0, 1e30, 1e30},
+        {"division lfc-only b=4", &actc_codec_division, 2, 0, {4, ACTC_DIV_LFC_ONLY, 2, 0}, NULL, 0, 1e30, 1e30},
+        {"division hfc-only", &actc_codec_division, 2, 0, {8, ACTC_DIV_HFC_ONLY, 2, 0}, NULL, 0, 1e30, 1e30},
     };
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
     for (int i = 0; i < ncases; i++) {
@@ -177,7 +186,8 @@ int main(int argc, char **argv)
     }
     const double gb = 4.0 * (double)n / 1e9;
     const double copy_gbs = gb / tcopy;
-    printf("bench_codec: [%d, %d, 32, 32] fp32 = %.1f MiB, %d threads, best of %d, kernels %s\n", batch, C_CH,
+    printf("bench_codec: [%d, %d, %d, %d] fp32 = %.1f MiB, %d threads, best of %d, kernels %s\n", batch, C_CH,
+           g_side, g_side,
            4.0 * (double)n / 1048576.0, threads, reps, kernel_isa());
     printf("%-22s %8.2f GB/s\n", "memcpy", copy_gbs);
     for (int i = 0; i < ncases; i++) {

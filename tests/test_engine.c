@@ -4,6 +4,7 @@
  * intermediates die early, and nothing leaks. */
 #include "testutil.h"
 #include "codec/codec.h"
+#include <math.h>
 #include <string.h>
 
 typedef struct {
@@ -109,26 +110,28 @@ static void test_resnet20_context_matches_architecture(void **state)
 typedef struct {
     size_t d;
     int conv, loss;
+    int c, side; /* channels and side of the square maps, side 0: a vector */
 } act_save;
 
 static int resnet20_act_saves(act_save *a)
 {
     int n = 0;
-    a[n++] = (act_save){784, 1, 0};         /* image -> stem conv            */
-    a[n++] = (act_save){16 * 784, 0, 0};    /* stem conv out -> BN           */
-    a[n++] = (act_save){16 * 784, 1, 0};    /* stem ReLU out -> layer1.0     */
-    const int ch[3] = {16, 32, 64}, hw[3] = {784, 196, 49};
+    a[n++] = (act_save){784, 1, 0, 1, 28};           /* image -> stem conv            */
+    a[n++] = (act_save){16 * 784, 0, 0, 16, 28};     /* stem conv out -> BN           */
+    a[n++] = (act_save){16 * 784, 1, 0, 16, 28};     /* stem ReLU out -> layer1.0     */
+    const int ch[3] = {16, 32, 64}, side[3] = {28, 14, 7};
     for (int s = 0; s < 3; s++)
         for (int j = 0; j < 3; j++) {
-            size_t map = (size_t)ch[s] * (size_t)hw[s];
-            a[n++] = (act_save){map, 0, 0}; /* conv1 out -> BN               */
-            a[n++] = (act_save){map, 1, 0}; /* ReLU1 out -> conv2            */
-            a[n++] = (act_save){map, 0, 0}; /* conv2 out -> BN               */
-            if (s > 0 && j == 0) a[n++] = (act_save){map, 0, 0}; /* shortcut conv out -> BN */
-            if (s < 2 || j < 2) a[n++] = (act_save){map, 1, 0};  /* block out -> next convs */
+            const size_t map = (size_t)ch[s] * (size_t)(side[s] * side[s]);
+            const act_save bn = {map, 0, 0, ch[s], side[s]}, conv = {map, 1, 0, ch[s], side[s]};
+            a[n++] = bn;                                /* conv1 out -> BN               */
+            a[n++] = conv;                              /* ReLU1 out -> conv2            */
+            a[n++] = bn;                                /* conv2 out -> BN               */
+            if (s > 0 && j == 0) a[n++] = bn;           /* shortcut conv out -> BN       */
+            if (s < 2 || j < 2) a[n++] = conv;          /* block out -> next convs       */
         }
-    a[n++] = (act_save){64, 0, 0};          /* pooled features -> fc         */
-    a[n++] = (act_save){10, 0, 1};          /* logits -> cross-entropy       */
+    a[n++] = (act_save){64, 0, 0, 1, 0};             /* pooled features -> fc         */
+    a[n++] = (act_save){10, 0, 1, 1, 0};             /* logits -> cross-entropy       */
     return n;
 }
 
@@ -191,6 +194,83 @@ static void test_resnet20_quantized_context_matches_architecture(void **state)
                   o.ss.stored_by_kind[ACTC_SAVE_ACT], bound, (double)o.ss.fp32_peak / o.ss.stored_peak);
     assert_true(o.ss.stored_by_kind[ACTC_SAVE_ACT] <= bound);
     assert_true(o.ss.stored_by_kind[ACTC_SAVE_ACT] >= resnet20_act_bytes(b, 1, 1, 0));
+}
+
+/* DIVISION's bytes for one sample of a save, B = 8, Q = 2: per channel of an
+ * N x N map the paper's N^2 Q/8 + 4 bytes plus 2 ceil(N/B)^2 of bf16 LFC
+ * (appendix G's arithmetic); the fc input is one 1-D map per sample; the
+ * loss input stays fp32. */
+static size_t division_bytes(const act_save *s)
+{
+    if (s->loss) return s->d * 4;
+    const size_t N = (size_t)(s->side ? s->side : 1), M = s->side ? N * N : s->d;
+    const size_t blocks = s->side ? ((N + 7) / 8) * ((N + 7) / 8) : (s->d + 7) / 8;
+    return (size_t)s->c * ((M * 2 + 7) / 8 + 4 + 2 * blocks); /* whole bytes: 7x7 takes 13, not 12.25 */
+}
+
+/* DIVISION's compression rate by Theorem 3A (appendix G), B = 8, Q = 2:
+ * R = 9N^2 / (2 (2 ceil(N/B)^2 + N^2 Q/8 + 4) + N^2/8) per channel of a
+ * conv-BN-ReLU block on N x N maps, averaged over blocks {count, channels,
+ * N} weighted by their fp32 bytes.  The paper's reference counts 4N^2 for
+ * the conv input, 4N^2 for the BN input and N^2 (int8) for the ReLU;
+ * actc's counts the ReLU output once, as the next convolution's input (what
+ * PyTorch keeps), so actc's ratio is this times 8/9. */
+static double theorem3a(const int (*blocks)[3], int n)
+{
+    double ref = 0, div = 0;
+    for (int i = 0; i < n; i++) {
+        const double cnt = blocks[i][0], c = blocks[i][1], N = blocks[i][2], N2 = N * N;
+        const double L = (double)((blocks[i][2] + 7) / 8) * ((blocks[i][2] + 7) / 8);
+        ref += cnt * c * 9 * N2;
+        div += cnt * c * (2 * (2 * L + N2 * 2 / 8 + 4) + N2 / 8);
+    }
+    return ref / div;
+}
+
+/* The context under `division` is what the Theorem 3A arithmetic gives for
+ * ResNet-20's saves, to the byte; the masks (N^2/8, the theorem's ReLU
+ * term), batch statistics and fp32 reference do not change.  Also prints the
+ * paper's block formula R = 9N^2 / (2 (2 ceil(N/B)^2 + N^2 Q/8 + 4) + N^2/8)
+ * averaged over the conv-BN-ReLU blocks, whose reference also counts one
+ * byte per ReLU element that actc's (PyTorch-like) reference does not. */
+static void test_resnet20_division_context_matches_theorem(void **state)
+{
+    (void)state;
+    const int b = 8;
+    step_out none, o;
+    run_step("resnet20", b, "none", &none);
+    run_step("resnet20", b, "division", &o);
+    act_save a[64];
+    const int k = resnet20_act_saves(a);
+    size_t expect = 0;
+    for (int i = 0; i < k; i++) expect += (size_t)b * division_bytes(&a[i]);
+    assert_int_equal(o.ss.stored_by_kind[ACTC_SAVE_ACT], expect);
+    assert_int_equal(o.ss.fp32_peak, none.ss.fp32_peak);
+    assert_int_equal(o.ss.stored_by_kind[ACTC_SAVE_MASK], none.ss.stored_by_kind[ACTC_SAVE_MASK]);
+    assert_int_equal(o.ss.stored_by_kind[ACTC_SAVE_EXACT], none.ss.stored_by_kind[ACTC_SAVE_EXACT]);
+    const double measured = (double)o.ss.fp32_peak / (double)o.ss.stored_peak;
+    /* ResNet-20's 19 conv-BN-ReLU blocks: the stem and 18 block
+     * convolutions (the shortcut convolutions have no ReLU of their own). */
+    const int blocks[][3] = {{1, 16, 28}, {6, 16, 28}, {6, 32, 14}, {6, 64, 7}};
+    const double theorem = theorem3a(blocks, 4), theorem_actc = theorem * 8 / 9;
+    print_message("resnet20 division: ACT %zu bytes = predicted %zu; context ratio %.2fx measured, Theorem 3A "
+                  "over the blocks %.2fx (paper's reference) = %.2fx with actc's\n",
+                  o.ss.stored_by_kind[ACTC_SAVE_ACT], expect, measured, theorem, theorem_actc);
+    assert_true(fabs(measured / theorem_actc - 1) < 0.05);
+}
+
+/* ResNet-18 (CIFAR-style stem, 28x28 input: maps of 28, 14, 7 and 4) under
+ * `division`: the measured context ratio within 5% of Theorem 3A. */
+static void test_resnet18_division_ratio_matches_theorem(void **state)
+{
+    (void)state;
+    step_out o;
+    run_step("resnet18", 4, "division", &o);
+    const int blocks[][3] = {{1, 64, 28}, {4, 64, 28}, {4, 128, 14}, {4, 256, 7}, {4, 512, 4}};
+    const double measured = (double)o.ss.fp32_peak / (double)o.ss.stored_peak, theorem = theorem3a(blocks, 5);
+    print_message("resnet18 division: context ratio %.2fx measured, Theorem 3A %.2fx (paper's reference) = %.2fx "
+                  "with actc's\n", measured, theorem, theorem * 8 / 9);
+    assert_true(fabs(measured / (theorem * 8 / 9) - 1) < 0.05);
 }
 
 static void test_memory_table_adds_up(void **state)
@@ -269,6 +349,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resnet20_context_matches_architecture),
         cmocka_unit_test(test_resnet20_quantized_context_matches_architecture),
+        cmocka_unit_test(test_resnet20_division_context_matches_theorem),
+        cmocka_unit_test(test_resnet18_division_ratio_matches_theorem),
         cmocka_unit_test(test_memory_table_adds_up),
         cmocka_unit_test(test_models_build_and_step),
         cmocka_unit_test(test_eval_mode_records_nothing),

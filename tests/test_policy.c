@@ -1,6 +1,7 @@
-/* Compression policies: spec parsing, ActNN's greedy bit allocation against
- * an exhaustive search, the bits L3 gives to samples and layers of a small
- * network whose sensitivities are known, and what each level quantizes. */
+/* Compression policies: spec parsing, what DIVISION compresses, ActNN's
+ * greedy bit allocation against an exhaustive search, the bits L3 gives to
+ * samples and layers of a small network whose sensitivities are known, and
+ * what each level quantizes. */
 #include "testutil.h"
 #include "autograd/autograd.h"
 #include "policy/policy.h"
@@ -20,14 +21,22 @@ static void test_specs(void **state)
                              {"actnn:L0", "actnn:L0"},         {"actnn:l1", "actnn:L1"},
                              {"actnn:L2", "actnn:L2"},         {"actnn:L3", "actnn:L3"},
                              {"actnn:2", "actnn:2"},           {"actnn:1.5", "actnn:1.5"},
-                             {"actnn:1.25", "actnn:1.25"},     {"actnn:8", "actnn:8"}};
+                             {"actnn:1.25", "actnn:1.25"},     {"actnn:8", "actnn:8"},
+                             {"division", "division:b=8,q=2"}, {"DIVISION:q=4,b=16", "division:b=16,q=4"},
+                             {"division:lfc-only", "division:b=4,lfc-only"},
+                             {"division:b=8,lfc-only", "division:b=8,lfc-only"},
+                             {"division:hfc-only", "division:b=8,q=2,hfc-only"},
+                             {"division:seq=features", "division:b=8,q=2,seq=features"},
+                             {"division:seq=tokens", "division:b=8,q=2"}};
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
         assert_int_equal(actc_ctx_set_policy(ctx, good[i][0]), ACTC_OK);
         assert_string_equal(actc_ctx_policy(ctx), good[i][1]);
     }
     const char *bad[] = {"quant:9", "quant:0", "quant:", "quant:2.5", "quant:2,foo", "quant:2,group=0",
                          "actnn:0.5", "actnn:9",  "actnn:L4", "actnn:", "actnn:2x",  "actnn",
-                         "quant",     "gact:x"};
+                         "quant",     "gact:x",  "division:b=0", "division:q=9", "division:b=8,x",
+                         "division:lfc-only,hfc-only", "division:lfc-only,q=2", "division:seq=rows",
+                         "division:",  "division:b=4,b=8", "division:,", "division:q=2,,b=8"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         assert_int_equal(actc_ctx_set_policy(ctx, bad[i]), ACTC_ERR_INVALID);
         /* The message names the spec and lists what is accepted. */
@@ -37,6 +46,76 @@ static void test_specs(void **state)
     }
     actc_clear_error();
     actc_ctx_free(ctx);
+}
+
+/* DIVISION compresses what linear, convolution and normalisation layers
+ * save, with the map rank following the tensor's; everything else stays
+ * fp32. */
+static void test_division_targets(void **state)
+{
+    (void)state;
+    actc_policy *p, *pf;
+    assert_int_equal(actc__policy_create("division", &p), ACTC_OK);
+    assert_int_equal(actc__policy_create("division:seq=features", &pf), ACTC_OK);
+    const struct {
+        const char *op;
+        int ndim, div, rank, tokens;
+    } c[] = {{"conv2d", 4, 1, 2, 0},    {"batchnorm2d", 4, 1, 2, 0}, {"linear", 2, 1, 1, 0},
+             {"linear", 3, 1, 1, 1},    {"layernorm", 3, 1, 1, 1},   {"rmsnorm", 3, 1, 1, 1},
+             {"gelu", 3, 0, 0, 0},      {"attention_flash", 4, 0, 0, 0}, {"cross_entropy", 2, 0, 0, 0},
+             {"matmul", 3, 0, 0, 0},    {"conv2d", 5, 1, 3, 0}};
+    for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+        int shape[5] = {2, 3, 4, 5, 6};
+        actc_tensor *t = actc_tensor_new(ACTC_MEM_ACT, c[i].ndim, shape);
+        actc_save_desc d;
+        memset(&d, 0, sizeof d);
+        d.op = c[i].op;
+        d.kind = ACTC_SAVE_ACT;
+        d.t = t;
+        for (int k = 0; k < 2; k++) {
+            actc_policy *pol = k ? pf : p;
+            const actc_codec *codec = NULL;
+            actc_codec_args a;
+            memset(&a, 0, sizeof a);
+            assert_int_equal(pol->choose(pol, &d, &codec, &a), ACTC_OK);
+            assert_ptr_equal(codec, c[i].div ? &actc_codec_division : &actc_codec_fp32);
+            if (!c[i].div) continue;
+            assert_int_equal(a.bits, 2);
+            assert_int_equal(a.iparam[0], 8);
+            assert_int_equal(a.iparam[1], ACTC_DIV_FULL);
+            assert_int_equal(a.iparam[2], c[i].rank);
+            assert_int_equal(a.iparam[3], k ? 0 : c[i].tokens);
+        }
+        actc_tensor_release(t);
+    }
+    actc__policy_free(p);
+    actc__policy_free(pf);
+    /* The ablations reach the codec as its mode (lfc-only pooling at B = 4). */
+    const struct {
+        const char *spec;
+        int block, mode;
+    } abl[] = {{"division:lfc-only", 4, ACTC_DIV_LFC_ONLY}, {"division:hfc-only", 8, ACTC_DIV_HFC_ONLY},
+               {"division:b=16,q=3", 16, ACTC_DIV_FULL}};
+    for (size_t i = 0; i < sizeof abl / sizeof *abl; i++) {
+        int shape[4] = {2, 3, 4, 5};
+        actc_tensor *t = actc_tensor_new(ACTC_MEM_ACT, 4, shape);
+        actc_save_desc d;
+        memset(&d, 0, sizeof d);
+        d.op = "conv2d";
+        d.kind = ACTC_SAVE_ACT;
+        d.t = t;
+        assert_int_equal(actc__policy_create(abl[i].spec, &p), ACTC_OK);
+        const actc_codec *codec = NULL;
+        actc_codec_args a;
+        memset(&a, 0, sizeof a);
+        assert_int_equal(p->choose(p, &d, &codec, &a), ACTC_OK);
+        assert_ptr_equal(codec, &actc_codec_division);
+        assert_int_equal(a.iparam[0], abl[i].block);
+        assert_int_equal(a.iparam[1], abl[i].mode);
+        if (abl[i].mode == ACTC_DIV_FULL) assert_int_equal(a.bits, 3);
+        actc__policy_free(p);
+        actc_tensor_release(t);
+    }
 }
 
 /* ---- greedy allocation --------------------------------------------------------- */
@@ -224,8 +303,8 @@ static void test_shared_save_sums_gradients(void **state)
 static void test_empty_batch(void **state)
 {
     (void)state;
-    const char *specs[] = {"actnn:2", "quant:2", "quant:2,per-tensor"};
-    for (int p = 0; p < 3; p++) {
+    const char *specs[] = {"actnn:2", "quant:2", "quant:2,per-tensor", "division"};
+    for (int p = 0; p < 4; p++) {
         actc_ctx *ctx = actc_ctx_new();
         assert_int_equal(actc_ctx_set_policy(ctx, specs[p]), ACTC_OK);
         int ws[2] = {4, 6}, xs[2] = {0, 6};
@@ -250,6 +329,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_specs),
+        cmocka_unit_test(test_division_targets),
         cmocka_unit_test(test_greedy_matches_exhaustive),
         cmocka_unit_test(test_mixed_precision_bits),
         cmocka_unit_test(test_shared_save_sums_gradients),

@@ -57,6 +57,16 @@ extern const actc_codec actc_codec_quant;
  * (BLPA-like per-tensor baseline); args->bits only. */
 extern const actc_codec actc_codec_quant_tensor;
 #define ACTC_QUANT_GROUP 256
+/* DIVISION's dual-precision codec (codec_division.c): per (sample, channel)
+ * map, a bf16 average-pooled low-frequency part (block B) and the residual
+ * quantized stochastically at Q bits with one bf16 minimum and range.
+ * args: bits = Q; iparam[0] = B; iparam[1] = ACTC_DIV_FULL / _LFC_ONLY /
+ * _HFC_ONLY; iparam[2] = map rank r (1..3, the last r axes are the map, the
+ * axes between the first and the map are channels); iparam[3] = 1 to pool
+ * along axis 1 instead ([S, T, C...]: tokens, one map per sample and
+ * feature).  The payload's layout and byte count are in codec_division.c. */
+extern const actc_codec actc_codec_division;
+enum { ACTC_DIV_FULL = 0, ACTC_DIV_LFC_ONLY = 1, ACTC_DIV_HFC_ONLY = 2 };
 
 /* Per-sample sum over groups of the squared group range (max - min), with
  * the quantizer's grouping: ActNN's ||R_n||^2 for the sensitivity of sample n.

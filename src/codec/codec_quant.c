@@ -30,10 +30,8 @@
  * the first axis) from just the groups, or 8-element chunks, that hold it. */
 #include "codec.h"
 #include "quant_kernels.h"
+#include "../core/core.h"
 #include <math.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #define QUANT_GROUP_TAG 0x51475250ULL  /* "QGRP" */
 #define QUANT_TENSOR_TAG 0x51544E53ULL /* "QTNS" */
@@ -50,19 +48,6 @@ static size_t group_size(int group) { return group > 0 ? (size_t)group : ACTC_QU
 static uint32_t run_seed(uint64_t key, size_t index, uint64_t tag)
 {
     return (uint32_t)actc_rng_key(key, index, tag);
-}
-
-/* The share [lo, hi) of `total` items of the calling thread in a parallel
- * region (contiguous, so a thread walks its groups in payload order). */
-static void thread_share(size_t total, size_t *lo, size_t *hi)
-{
-#ifdef _OPENMP
-    const size_t nt = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
-#else
-    const size_t nt = 1, t = 0;
-#endif
-    *lo = total * t / nt;
-    *hi = total * (t + 1) / nt;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -177,7 +162,7 @@ static void for_each_group(const qlayout *L, size_t lo, size_t hi, size_t nelem,
 #pragma omp parallel if (nelem >= QUANT_PAR_MIN && hi - lo > 1)
     {
         size_t mine_lo, mine_hi;
-        thread_share(hi - lo, &mine_lo, &mine_hi);
+        actc__thread_share(hi - lo, &mine_lo, &mine_hi);
         if (mine_lo < mine_hi) {
             qcursor c = cursor_at(L, lo + mine_lo);
             for (size_t k = mine_lo; k < mine_hi; k++, cursor_next(L, &c)) fn(ctx, &c);

@@ -24,18 +24,6 @@
 #include <emmintrin.h>
 #endif
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && \
-    !defined(ACTC_QUANT_NO_CLONES)
-/* AVX2 encodes ~3x faster than baseline SSE2 (which lacks 32-bit multiplies
- * and min/max), AVX-512 (x86-64-v4) halves the instructions again, and
- * x86-64-v2 (SSE4.2) still gives +50% on CPUs without AVX2.  GCC 12 is the
- * first to dispatch on ISA levels. */
-#define QK_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "arch=x86-64-v2", "default")))
-#elif defined(__x86_64__) && defined(__GNUC__) && !defined(ACTC_QUANT_NO_CLONES)
-#define QK_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define QK_CLONES
-#endif
 #define QK_INLINE static inline __attribute__((always_inline))
 
 /* Codes of one tile are staged in a stack buffer that stays in L1; a
@@ -505,6 +493,38 @@ QK_CLONES void actc__quant_unpack(const uint8_t *in, size_t n, actc__qparams p, 
 #define QK_UNPACK(B) unpack_run(in, n, p, out, B)
     QK_DISPATCH(p.bits, QK_UNPACK)
 #undef QK_UNPACK
+}
+
+/* Runs one after another: the loop inside the width dispatch, so many short
+ * runs (DIVISION's 7x7 planes) pay the dispatch and call once. */
+QK_CLONES void actc__quant_encode_runs(const float *x, size_t nruns, size_t len, int bits, const uint32_t *seeds,
+                                       uint8_t *metas, uint8_t *out)
+{
+    bits = actc__quant_clamp_bits(bits);
+    const size_t stride = actc__quant_run_bytes(len, bits);
+#define QK_RUNS(B)                                                                                   \
+    for (size_t r = 0; r < nruns; r++) {                                                             \
+        const float *xr = x + r * len;                                                               \
+        uint8_t *meta = metas + r * ACTC_QUANT_META;                                                 \
+        float mn, mx;                                                                                \
+        minmax_body(xr, len, &mn, &mx);                                                              \
+        meta_of(mn, mx, B, meta);                                                                    \
+        pack_run(xr, len, params_of(meta, B), seeds[r], out + r * stride, B);                        \
+    }
+    QK_DISPATCH(bits, QK_RUNS)
+#undef QK_RUNS
+}
+
+QK_CLONES void actc__quant_decode_runs(const uint8_t *in, size_t nruns, size_t len, int bits, const uint8_t *metas,
+                                       float *out)
+{
+    bits = actc__quant_clamp_bits(bits);
+    const size_t stride = actc__quant_run_bytes(len, bits);
+#define QK_RUNS(B)                                                                                   \
+    for (size_t r = 0; r < nruns; r++)                                                               \
+        unpack_run(in + r * stride, len, params_of(metas + r * ACTC_QUANT_META, B), out + r * len, B);
+    QK_DISPATCH(bits, QK_RUNS)
+#undef QK_RUNS
 }
 
 void actc__quant_unpack_range(const uint8_t *run, size_t k, size_t kend, actc__qparams p, float *out)

@@ -18,6 +18,10 @@ actc_tensor *actc__tensor_header(actc_mem_cat cat, int ndim, const int *shape);
 actc_status actc__tensor_give_data(actc_tensor *to, actc_tensor *from);
 /* Product of dims; 0 ndim -> 1 (scalar). */
 size_t actc__numel(int ndim, const int *shape);
+/* The share [*lo, *hi) of `total` items of the calling thread inside an
+ * OpenMP parallel region (contiguous and in order, so a thread walks its
+ * items in memory order); [0, total) outside one. */
+void actc__thread_share(size_t total, size_t *lo, size_t *hi);
 /* Minimum of two sizes. */
 static inline size_t actc__min_sz(size_t a, size_t b) { return a < b ? a : b; }
 

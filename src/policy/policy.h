@@ -14,6 +14,13 @@ actc_status actc__policy_fixed(const char *spec, const actc_codec *codec, actc_p
 actc_status actc__policy_quant(const char *spec, int bits, int group, int per_tensor, int conv_only,
                                actc_policy **out);
 actc_status actc__policy_actnn_mixed(const char *spec, double budget, actc_policy **out);
+/* DIVISION (policy_division.c): the dual-precision codec with block B, Q
+ * residual bits and mode ACTC_DIV_* for linear, convolution and
+ * normalisation inputs; tokens: pool [B,T,D] activations along T (else D). */
+actc_status actc__policy_division(const char *spec, int block, int bits, int mode, int tokens, actc_policy **out);
+#define ACTC_DIVISION_BLOCK 8
+#define ACTC_DIVISION_BITS 2
+#define ACTC_DIVISION_TOKENS 1 /* default pooling of [B,T,D]: bench/RESULTS.md */
 /* 1 for operators that compute a loss: ActNN and GACT keep their saves exact. */
 int actc__is_loss_op(const char *op);
 /* The mixed-precision policy's per-layer state, for tests and inspection:

@@ -1,6 +1,7 @@
 /* The table of policy specs accepted by --compress / actc_ctx_set_policy:
  * parses a spec and hands its parameters to the policy family's constructor. */
 #include "policy.h"
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,15 @@ static const char *const g_list =
     "  actnn:L2          4-bit per-group for every ACT tensor\n"
     "  actnn:L3          mixed precision, 2 bits per element on average (ActNN's L3)\n"
     "  actnn:X           mixed precision with an average of X bits, 1 <= X <= 8 (e.g. actnn:1.5)\n"
+    "  division          DIVISION (b=8,q=2): linear, convolution and normalisation inputs\n"
+    "                    as a bf16 average-pooled part (block 8) plus the 2-bit residual\n"
+    "                    (one bf16 minimum and range per sample and channel); other ACT\n"
+    "                    saves fp32\n"
+    "  division:b=B,q=Q  the same with block B (1..256) and Q residual bits (1..8)\n"
+    "  division:lfc-only DIVISION's ablation: the pooled part alone (block 4, as the paper)\n"
+    "  division:hfc-only DIVISION's ablation: the Q-bit residual alone, no pooled part\n"
+    "  division:...,seq=tokens|features  how [batch, tokens, features] activations\n"
+    "                    pool: along the tokens (default) or along the features\n"
     "  (MASK and INDEX saves are always stored compactly and losslessly: ReLU and\n"
     "   dropout keep 1 bit per element, max-pool a uint8 window index.  quant and\n"
     "   actnn keep what the loss saves (the logits) in fp32, as ActNN does.)\n";
@@ -89,6 +99,48 @@ static actc_status parse_actnn(const char *spec, const char *arg, actc_policy **
     return actc__policy_actnn_mixed(canon, b, out);
 }
 
+/* division[:opt,...] with opt b=B, q=Q, lfc-only, hfc-only, seq=tokens|features */
+static actc_status parse_division(const char *spec, const char *args, actc_policy **out)
+{
+    char buf[64];
+    if (strlen(args) >= sizeof buf) return bad_spec(spec, "too long");
+    strcpy(buf, args);
+    int block = -1, bits = ACTC_DIVISION_BITS, mode = ACTC_DIV_FULL, tokens = ACTC_DIVISION_TOKENS;
+    int seen_b = 0, seen_q = 0, seen_seq = 0;
+    const size_t len0 = strlen(buf);
+    if (len0 && (buf[0] == ',' || buf[len0 - 1] == ',' || strstr(buf, ",,")))
+        return bad_spec(spec, "empty option");
+    for (char *save = NULL, *opt = strtok_r(buf, ",", &save); opt; opt = strtok_r(NULL, ",", &save)) {
+        if (!strncasecmp(opt, "b=", 2)) {
+            if (seen_b++) return bad_spec(spec, "b= given twice");
+            if (!parse_int(opt + 2, 1, 256, &block)) return bad_spec(spec, "division's block b= is 1 to 256");
+        } else if (!strncasecmp(opt, "q=", 2)) {
+            if (seen_q++) return bad_spec(spec, "q= given twice");
+            if (!parse_int(opt + 2, 1, 8, &bits)) return bad_spec(spec, "division's residual bits q= are 1 to 8");
+        } else if (!strcasecmp(opt, "lfc-only") || !strcasecmp(opt, "hfc-only")) {
+            if (mode != ACTC_DIV_FULL) return bad_spec(spec, "lfc-only and hfc-only exclude each other");
+            mode = tolower((unsigned char)opt[0]) == 'l' ? ACTC_DIV_LFC_ONLY : ACTC_DIV_HFC_ONLY;
+        } else if (!strcasecmp(opt, "seq=tokens") || !strcasecmp(opt, "seq=features")) {
+            if (seen_seq++) return bad_spec(spec, "seq= given twice");
+            tokens = tolower((unsigned char)opt[4]) == 't';
+        } else {
+            return bad_spec(spec, "division's options are b=B, q=Q, lfc-only, hfc-only, seq=tokens|features");
+        }
+    }
+    if (mode == ACTC_DIV_LFC_ONLY && seen_q) return bad_spec(spec, "lfc-only keeps no residual: q= does not apply");
+    /* The paper's ablation without the HFC pools with B = 4 (appendix S). */
+    if (block < 0) block = mode == ACTC_DIV_LFC_ONLY ? 4 : ACTC_DIVISION_BLOCK;
+    char canon[64];
+    int len = mode == ACTC_DIV_LFC_ONLY ? snprintf(canon, sizeof canon, "division:b=%d", block)
+                                        : snprintf(canon, sizeof canon, "division:b=%d,q=%d", block, bits);
+    if (mode != ACTC_DIV_FULL)
+        len += snprintf(canon + len, sizeof canon - (size_t)len, ",%s",
+                        mode == ACTC_DIV_LFC_ONLY ? "lfc-only" : "hfc-only");
+    if (tokens != ACTC_DIVISION_TOKENS)
+        snprintf(canon + len, sizeof canon - (size_t)len, ",seq=%s", tokens ? "tokens" : "features");
+    return actc__policy_division(canon, block, bits, mode, tokens, out);
+}
+
 actc_status actc__policy_create(const char *spec, actc_policy **out)
 {
     *out = NULL;
@@ -98,6 +150,9 @@ actc_status actc__policy_create(const char *spec, actc_policy **out)
     if (!strcasecmp(spec, "bf16")) return actc__policy_fixed("bf16", &actc_codec_bf16, out);
     if (!strncasecmp(spec, "quant:", 6)) return parse_quant(spec, spec + 6, out);
     if (!strncasecmp(spec, "actnn:", 6)) return parse_actnn(spec, spec + 6, out);
+    if (!strcasecmp(spec, "division")) return parse_division(spec, "", out);
+    if (!strncasecmp(spec, "division:", 9))
+        return spec[9] ? parse_division(spec, spec + 9, out) : bad_spec(spec, "no options after 'division:'");
     return actc_set_error(ACTC_ERR_INVALID, "unknown compression policy '%s'; valid values:\n%s", spec, g_list);
 }
 

@@ -26,6 +26,7 @@ check() {
 check resnet20 --model resnet20
 check "mlp+dropout+adamw" --model mlp --width 64 --dropout 0.2 --optim adamw
 check "resnet20 bf16" --model resnet20 --compress bf16
+check "resnet20 division" --model resnet20 --compress division
 # The finished run cannot be resumed without asking for more epochs.
 expect_fail "resume a finished run" "already completed 2 of its 2 epoch.*--epochs" $ACTC train $DATA --resume $D/r.ckpt
 out=$($ACTC train $DATA --resume $D/r.ckpt --epochs 3 2>&1) && grep -q "epoch 3/3" <<<"$out" \

@@ -13,6 +13,14 @@ out=$(ACTC_CONV=im2col $VALGRIND \
 if [ $rc -eq 0 ] && grep -q "test acc" <<<"$out"; then pass "valgrind clean over two training steps, evaluation and a checkpoint"
 else fail "valgrind (exit $rc)"; echo "$out" | tail -30; fi
 
+# DIVISION's codec through the store: 2-D maps (convolution and batch-norm
+# inputs) and 1-D ones (the classifier's input).
+out=$(ACTC_CONV=im2col $VALGRIND \
+      $ACTC train --model resnet20 --compress division --train-images $D/img --train-labels $D/lab \
+      --test-images $D/img --test-labels $D/lab --batch 8 --epochs 1 --progress off 2>&1); rc=$?
+if [ $rc -eq 0 ] && grep -q "test acc" <<<"$out"; then pass "valgrind clean over two training steps under division"
+else fail "valgrind, division (exit $rc)"; echo "$out" | tail -30; fi
+
 # A language model: two steps, validation, checkpoint, then generation from it.
 for ((i = 0; i < 40; i++)); do echo "In the beginning God created the heaven and the earth."; done > $D/text.txt
 LM="--layers 1 --width 16 --heads 2 --context 16 --batch 2"
@@ -22,4 +30,9 @@ if [ $rc -eq 0 ] && grep -q "bits per byte" <<<"$out"; then pass "valgrind clean
 else fail "valgrind, language model (exit $rc)"; echo "$out" | tail -30; fi
 out=$($VALGRIND $ACTC generate --checkpoint $D/lm.ckpt --prompt $'In \xff' --tokens 20 --top-k 5 2>&1); rc=$?
 [ $rc -eq 0 ] && pass "valgrind clean over generation" || { fail "valgrind, generate (exit $rc)"; echo "$out" | tail -30; }
+# ... and a GPT under division, whose [B, T, D] maps pool along the tokens (strided).
+out=$($VALGRIND $ACTC train --model gpt $LM --compress division --data text:$D/text.txt --epochs 1 --epoch-steps 2 \
+      --eval-tokens 64 --progress off 2>&1) && grep -q "bits per byte" <<<"$out" \
+    && pass "valgrind clean over a language model's steps under division" \
+    || { fail "valgrind, language model under division"; echo "$out" | tail -30; }
 finish

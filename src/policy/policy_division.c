@@ -1,0 +1,74 @@
+/* DIVISION's policy (Wang et al., ICLR 2023, appendix I): the dual-precision
+ * codec for the ACT tensors saved by linear, convolution and normalisation
+ * layers; every other ACT save (attention, GELU/SiLU, softmax, element-wise
+ * products, the loss's logits) stays fp32, and ReLU/dropout masks and
+ * max-pool indices keep their lossless compact forms as for every policy
+ * (appendix J).
+ *
+ * Which axes form the map follows the tensor's rank:
+ *   4-D [N,C,H,W]  2-D maps (convolution and batch-norm inputs)
+ *   5-D            3-D maps
+ *   3-D [B,T,D]    a transformer's activations: pooled along the tokens
+ *                  (one map per sample and feature) or along the features
+ *                  (one map per sample and token), the spec's seq= option
+ *                  (the language models' output head takes [B*T, D], a 2-D
+ *                  tensor: its input pools along the features either way)
+ *   2-D [N,D]      1-D maps, one per sample (Theorem 3B)
+ *   1-D            the whole tensor is one map. */
+#include "policy.h"
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    int block, bits, mode, tokens;
+} division_state;
+
+static int division_applies(const char *op)
+{
+    static const char *const ops[] = {"linear", "conv2d", "batchnorm2d", "layernorm", "rmsnorm"};
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+        if (!strcmp(op, ops[i])) return 1;
+    return 0;
+}
+
+static actc_status division_choose(actc_policy *p, const actc_save_desc *d, const actc_codec **codec,
+                                   actc_codec_args *args)
+{
+    const division_state *s = p->state;
+    if (!division_applies(d->op)) {
+        *codec = &actc_codec_fp32;
+        return ACTC_OK;
+    }
+    const int nd = d->t->ndim;
+    *codec = &actc_codec_division;
+    args->bits = s->bits;
+    args->iparam[0] = s->block;
+    args->iparam[1] = s->mode;
+    args->iparam[2] = nd >= 5 ? 3 : nd == 4 ? 2 : 1;
+    args->iparam[3] = nd == 3 && s->tokens;
+    return ACTC_OK;
+}
+
+static void division_destroy(actc_policy *p)
+{
+    free(p->state);
+    free(p);
+}
+
+actc_status actc__policy_division(const char *spec, int block, int bits, int mode, int tokens, actc_policy **out)
+{
+    actc_policy *p = calloc(1, sizeof *p);
+    division_state *s = calloc(1, sizeof *s);
+    if (!p || !s) {
+        free(p);
+        free(s);
+        return actc_set_error(ACTC_ERR_OOM, "out of memory for policy '%s'", spec);
+    }
+    *s = (division_state){block, bits, mode, tokens};
+    strncpy(p->spec, spec, sizeof p->spec - 1);
+    p->choose = division_choose;
+    p->destroy = division_destroy;
+    p->state = s;
+    *out = p;
+    return ACTC_OK;
+}
