@@ -8,6 +8,14 @@
  * valid specs when unknown. */
 actc_status actc__policy_create(const char *spec, actc_policy **out);
 
+/* A new policy with `spec`, the given functions and a zeroed state of
+ * state_bytes (none if 0) whose destroy frees p->state and p unless the
+ * family passes its own.  ACTC_ERR_OOM with a message on failure. */
+actc_status actc__policy_new(const char *spec, size_t state_bytes,
+                             actc_status (*choose)(actc_policy *, const actc_save_desc *, const actc_codec **,
+                                                   actc_codec_args *),
+                             actc_policy **out);
+
 /* Constructors of the policy families (one file each); spec is the
  * canonical spelling kept in the policy. */
 actc_status actc__policy_fixed(const char *spec, const actc_codec *codec, actc_policy **out);

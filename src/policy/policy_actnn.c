@@ -241,21 +241,13 @@ static void actnn_destroy(actc_policy *p)
 
 actc_status actc__policy_actnn_mixed(const char *spec, double budget, actc_policy **out)
 {
-    actc_policy *p = calloc(1, sizeof *p);
-    actnn_state *s = calloc(1, sizeof *s);
-    if (!p || !s) {
-        free(p);
-        free(s);
-        return actc_set_error(ACTC_ERR_OOM, "out of memory for policy '%s'", spec);
-    }
-    s->budget = budget;
-    strncpy(p->spec, spec, sizeof p->spec - 1);
-    p->choose = actnn_choose;
+    actc_status st = actc__policy_new(spec, sizeof(actnn_state), actnn_choose, out);
+    if (st != ACTC_OK) return st;
+    actc_policy *p = *out;
+    ((actnn_state *)p->state)->budget = budget;
     p->observe_grad = actnn_observe_grad;
     p->after_backward = actnn_after_backward;
     p->destroy = actnn_destroy;
-    p->state = s;
-    *out = p;
     return ACTC_OK;
 }
 

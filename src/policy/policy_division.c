@@ -16,7 +16,6 @@
  *   2-D [N,D]      1-D maps, one per sample (Theorem 3B)
  *   1-D            the whole tensor is one map. */
 #include "policy.h"
-#include <stdlib.h>
 #include <string.h>
 
 typedef struct {
@@ -49,26 +48,9 @@ static actc_status division_choose(actc_policy *p, const actc_save_desc *d, cons
     return ACTC_OK;
 }
 
-static void division_destroy(actc_policy *p)
-{
-    free(p->state);
-    free(p);
-}
-
 actc_status actc__policy_division(const char *spec, int block, int bits, int mode, int tokens, actc_policy **out)
 {
-    actc_policy *p = calloc(1, sizeof *p);
-    division_state *s = calloc(1, sizeof *s);
-    if (!p || !s) {
-        free(p);
-        free(s);
-        return actc_set_error(ACTC_ERR_OOM, "out of memory for policy '%s'", spec);
-    }
-    *s = (division_state){block, bits, mode, tokens};
-    strncpy(p->spec, spec, sizeof p->spec - 1);
-    p->choose = division_choose;
-    p->destroy = division_destroy;
-    p->state = s;
-    *out = p;
-    return ACTC_OK;
+    actc_status st = actc__policy_new(spec, sizeof(division_state), division_choose, out);
+    if (st == ACTC_OK) *(division_state *)(*out)->state = (division_state){block, bits, mode, tokens};
+    return st;
 }

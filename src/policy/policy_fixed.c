@@ -17,12 +17,10 @@ static void fixed_destroy(actc_policy *p) { free(p); }
 
 actc_status actc__policy_fixed(const char *spec, const actc_codec *codec, actc_policy **out)
 {
-    actc_policy *p = calloc(1, sizeof *p);
-    if (!p) return actc_set_error(ACTC_ERR_OOM, "out of memory for policy '%s'", spec);
-    strncpy(p->spec, spec, sizeof p->spec - 1);
-    p->choose = fixed_choose;
-    p->destroy = fixed_destroy;
-    p->state = (void *)codec;
-    *out = p;
+    actc_status st = actc__policy_new(spec, 0, fixed_choose, out);
+    if (st != ACTC_OK) return st;
+    /* The codec is static data, not state to free. */
+    (*out)->state = (void *)codec;
+    (*out)->destroy = fixed_destroy;
     return ACTC_OK;
 }

@@ -9,7 +9,6 @@
  * exactly ActNN's L2 at B bits, and per-group vs per-tensor and fixed vs
  * mixed precision compare on the same tensors. */
 #include "policy.h"
-#include <stdlib.h>
 #include <string.h>
 
 typedef struct {
@@ -33,27 +32,10 @@ static actc_status quant_choose(actc_policy *p, const actc_save_desc *d, const a
     return ACTC_OK;
 }
 
-static void quant_destroy(actc_policy *p)
-{
-    free(p->state);
-    free(p);
-}
-
 actc_status actc__policy_quant(const char *spec, int bits, int group, int per_tensor, int conv_only,
                                actc_policy **out)
 {
-    actc_policy *p = calloc(1, sizeof *p);
-    quant_state *q = calloc(1, sizeof *q);
-    if (!p || !q) {
-        free(p);
-        free(q);
-        return actc_set_error(ACTC_ERR_OOM, "out of memory for policy '%s'", spec);
-    }
-    *q = (quant_state){bits, group, per_tensor, conv_only};
-    strncpy(p->spec, spec, sizeof p->spec - 1);
-    p->choose = quant_choose;
-    p->destroy = quant_destroy;
-    p->state = q;
-    *out = p;
-    return ACTC_OK;
+    actc_status st = actc__policy_new(spec, sizeof(quant_state), quant_choose, out);
+    if (st == ACTC_OK) *(quant_state *)(*out)->state = (quant_state){bits, group, per_tensor, conv_only};
+    return st;
 }

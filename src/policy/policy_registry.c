@@ -34,6 +34,32 @@ static const char *const g_list =
 
 const char *actc_policy_list(void) { return g_list; }
 
+static void policy_destroy(actc_policy *p)
+{
+    free(p->state);
+    free(p);
+}
+
+actc_status actc__policy_new(const char *spec, size_t state_bytes,
+                             actc_status (*choose)(actc_policy *, const actc_save_desc *, const actc_codec **,
+                                                   actc_codec_args *),
+                             actc_policy **out)
+{
+    actc_policy *p = calloc(1, sizeof *p);
+    void *state = state_bytes ? calloc(1, state_bytes) : NULL;
+    if (!p || (state_bytes && !state)) {
+        free(p);
+        free(state);
+        return actc_set_error(ACTC_ERR_OOM, "out of memory for policy '%s'", spec);
+    }
+    strncpy(p->spec, spec, sizeof p->spec - 1);
+    p->choose = choose;
+    p->destroy = policy_destroy;
+    p->state = state;
+    *out = p;
+    return ACTC_OK;
+}
+
 static actc_status bad_spec(const char *spec, const char *why)
 {
     return actc_set_error(ACTC_ERR_INVALID, "bad compression policy '%s': %s; valid values:\n%s", spec, why,
