@@ -1,12 +1,13 @@
 /* bench_codec: throughput of the stochastic quantizer codecs and DIVISION's
- * dual-precision codec on an
- * activation-like tensor, against memcpy of the same bytes.
+ * dual-precision codec on an activation-like tensor, against memcpy of the
+ * same bytes.
  *
  *   bench_codec [threads=2] [batch=256] [reps=20] [side=32]
  *
- * The tensor is [batch, 64, side, side] fp32 (64 MiB at batch 256, side 32): ReLU of a
- * normal with a per-channel shift, times a per-channel scale spanning two
- * decades, so groups differ in range the way conv activations do.
+ * The tensor is [batch, 64, side, side] fp32 (64 MiB at batch 256, side 32):
+ * ReLU of a normal with a per-channel shift, times a per-channel scale
+ * spanning two decades, so groups differ in range the way conv activations
+ * do.
  *
  * For every case it times plan+encode and decode separately and prints the
  * GB/s of fp32 input processed (4 bytes per element over the time) and the

@@ -475,17 +475,10 @@ QK_CLONES void actc__quant_pack(const float *x, size_t n, actc__qparams p, uint3
 #undef QK_PACK
 }
 
-QK_CLONES void actc__quant_encode_group(const float *x, size_t n, int bits, uint32_t seed,
-                                        uint8_t meta[ACTC_QUANT_META], uint8_t *out)
+void actc__quant_encode_group(const float *x, size_t n, int bits, uint32_t seed, uint8_t meta[ACTC_QUANT_META],
+                              uint8_t *out)
 {
-    float mn, mx;
-    bits = actc__quant_clamp_bits(bits);
-    minmax_body(x, n, &mn, &mx);
-    meta_of(mn, mx, bits, meta);
-    const actc__qparams p = params_of(meta, bits);
-#define QK_PACK(B) pack_run(x, n, p, seed, out, B)
-    QK_DISPATCH(bits, QK_PACK)
-#undef QK_PACK
+    actc__quant_encode_runs(x, 1, n, bits, &seed, meta, out);
 }
 
 QK_CLONES void actc__quant_unpack(const uint8_t *in, size_t n, actc__qparams p, float *out)
