@@ -3,7 +3,13 @@
  * the store like the built-in ones, so compression applies to it without the
  * operator knowing: run it with "bf16" and its saved bytes halve.
  *
- * usage: custom_op [POLICY] [STEPS]      (defaults: bf16, 300)
+ * Each step goes through GACT's controller (actc_controller_iterate, the C
+ * form of GACT's controller.iterate(fwdbwdprop)): under a gact: policy it
+ * measures how sensitive the gradient is to every saved tensor, the swish
+ * input included, and gives each its bits; under any other policy it just
+ * runs the step.
+ *
+ * usage: custom_op [POLICY] [STEPS]      (defaults: bf16, 300; e.g. gact:4)
  * Trains on Fashion-MNIST from /usr/share/datasets/fashion-mnist. */
 #include <actc.h>
 #include <math.h>
@@ -72,6 +78,39 @@ static actc_tensor *net_forward(net *n, actc_ctx *ctx, actc_tensor *x)
     return logits;
 }
 
+/* ---- one training iteration for the controller ------------------------------ */
+
+typedef struct {
+    net *n;
+    actc_tensor *x;          /* the batch                                   */
+    const int32_t *labels;
+    double loss;
+} batch_pass;
+
+/* Forward and backward on the batch, or on its first max_samples samples
+ * (the controller's sensitivity passes use a few). */
+static actc_status fwdbwd(actc_ctx *ctx, void *user, int max_samples, int *samples)
+{
+    batch_pass *b = user;
+    actc_tensor *x = b->x;
+    int shape[4] = {x->shape[0], x->shape[1], x->shape[2], x->shape[3]};
+    if (max_samples > 0 && max_samples < shape[0]) shape[0] = max_samples;
+    actc_tensor *in = actc_tensor_new(ACTC_MEM_ACT, 4, shape);
+    if (!in) return actc_last_status();
+    for (size_t i = 0; i < in->numel; i++) in->data[i] = x->data[i];
+    *samples = shape[0];
+    actc_tensor *logits = net_forward(b->n, ctx, in);
+    actc_tensor_release(in);
+    if (!logits) return actc_last_status();
+    actc_tensor *loss = actc_cross_entropy(ctx, logits, b->labels, -1, NULL);
+    actc_tensor_release(logits);
+    if (!loss) return actc_last_status();
+    b->loss = loss->data[0];
+    actc_status st = actc_backward(ctx, loss);
+    actc_tensor_release(loss);
+    return st;
+}
+
 int main(int argc, char **argv)
 {
     const char *policy = argc > 1 ? argv[1] : "bf16";
@@ -85,10 +124,12 @@ int main(int argc, char **argv)
     net n = {param(128, 784, "w1", 1), param(128, 0, "b1", 2), param(10, 128, "w2", 3), param(10, 0, "b2", 4)};
     actc_tensor *params[4] = {n.w1, n.b1, n.w2, n.b2};
     actc_ctx *ctx = actc_ctx_new();
+    actc_controller *ctrl = NULL;
     actc_optim *opt = actc_adamw_new(params, 4, 0.9f, 0.999f, 1e-8f, 0.0f);
     actc_loader_opts lo = {0.2860f, 0.3530f, 0, 0, 1, 42};
     actc_loader *loader = actc_loader_new(&train, 64, 1, &lo);
-    if (!n.w1 || !n.b1 || !n.w2 || !n.b2 || !ctx || !opt || !loader || actc_ctx_set_policy(ctx, policy) != ACTC_OK) {
+    if (!n.w1 || !n.b1 || !n.w2 || !n.b2 || !ctx || !opt || !loader || actc_ctx_set_policy(ctx, policy) != ACTC_OK ||
+        !(ctrl = actc_controller_new(ctx, params, 4, NULL))) {
         fprintf(stderr, "error: %s\n", actc_last_error());
         goto out;
     }
@@ -99,17 +140,13 @@ int main(int argc, char **argv)
         int bs;
         int nb = actc_loader_num_batches(loader);
         if (actc_loader_get(loader, s / nb, s % nb, &x, &labels, &bs) != ACTC_OK) goto fail;
-        for (int i = 0; i < 4; i++) actc_tensor_drop_grad(params[i]);
-        actc_tensor *logits = net_forward(&n, ctx, x);
+        batch_pass b = {&n, x, labels, 0};
+        actc_status st = actc_controller_iterate(ctrl, fwdbwd, &b); /* zeroes the gradients first */
         actc_tensor_release(x);
-        if (!logits) goto fail;
-        actc_tensor *loss = actc_cross_entropy(ctx, logits, labels, -1, NULL);
-        actc_tensor_release(logits);
-        if (!loss) goto fail;
-        loss_avg = s ? 0.98 * loss_avg + 0.02 * loss->data[0] : loss->data[0];
-        actc_status st = actc_backward(ctx, loss);
-        actc_tensor_release(loss);
         if (st != ACTC_OK || actc_optim_step(opt, 1e-3f) != ACTC_OK) goto fail;
+        loss_avg = s ? 0.98 * loss_avg + 0.02 * b.loss : b.loss;
+        const char *alert = actc_controller_take_alert(ctrl);
+        if (alert) printf("step %d: %s\n", s, alert);
     }
     /* Accuracy on the first 2000 test images. */
     actc_ctx_set_training(ctx, 0);
@@ -138,6 +175,12 @@ int main(int argc, char **argv)
            loss_avg, 100.0 * correct / seen, seen);
     printf("saved for backward per step: %zu bytes (fp32 would be %zu; ACT part %zu vs %zu)\n", ss.stored_peak,
            ss.fp32_peak, ss.stored_by_kind[ACTC_SAVE_ACT], ss.fp32_by_kind[ACTC_SAVE_ACT]);
+    /* Under gact: what the controller measured and chose per saved tensor. */
+    actc_saved_info info[8];
+    const int nt = actc_controller_tensors(ctrl, info, 8);
+    for (int i = 0; i < nt && i < 8; i++)
+        printf("  saved by %-13s sensitivity %10.4g  %2d bits  %zu of %zu bytes\n", info[i].op, info[i].sensitivity,
+               info[i].bits, info[i].stored_bytes, info[i].fp32_bytes);
     rc = 0;
     goto out;
 fail:
@@ -145,6 +188,7 @@ fail:
 out:
     actc_loader_free(loader);
     actc_optim_free(opt);
+    actc_controller_free(ctrl);
     actc_ctx_free(ctx);
     for (int i = 0; i < 4; i++) actc_tensor_release(params[i]);
     actc_image_dataset_free(&train);

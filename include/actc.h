@@ -230,6 +230,46 @@ uint64_t actc_ctx_step(const actc_ctx *ctx);
 /* A fresh stream key for an operator's randomness in the current step
  * (deterministic in seed, step and call order within the step). */
 uint64_t actc_ctx_next_key(actc_ctx *ctx);
+/* 1 while the engine runs a forward pass a second time: a recomputed segment
+ * (actc_segment) during backward, or a sensitivity pass of the GACT
+ * controller.  Operators with side effects beyond their output (batch norm's
+ * running statistics) must not apply them again then; a user-defined
+ * operator with such state should check this too. */
+int actc_ctx_replaying(const actc_ctx *ctx);
+/* 1 when operators record tape nodes and saves: training mode, outside the
+ * first forward of a segment (actc_segment).  An operator that prepares
+ * something only for its backward (a score matrix to save) can skip it
+ * otherwise; actc_node_new returns NULL then anyway. */
+int actc_ctx_recording(const actc_ctx *ctx);
+/* 1 if the active policy asks models to checkpoint their blocks with
+ * actc_segment (gact:CB1, gact:CB2, gact:CKPT). */
+int actc_ctx_wants_segments(const actc_ctx *ctx);
+/* The attention form the active policy asks for (ACTC_ATTN_FLASH or
+ * ACTC_ATTN_NAIVE, see the models section), or model_default when it asks
+ * for none (every policy but gact:CB1 and gact:CKPT, textbook, and
+ * gact:CB2, memory-efficient). */
+int actc_ctx_attention(const actc_ctx *ctx, int model_default);
+
+/* Segment checkpointing (gradient checkpointing, Chen et al. 2016).
+ * fn computes a segment (a residual or transformer block) from x: it must not
+ * release x and returns a new reference to its output (NULL with an error set
+ * on failure).  actc_segment runs fn without recording a tape, and saves only
+ * x, through the store (so the policy compresses it, as an ACT save of
+ * operator "segment").  During backward, the segment's node decodes x, runs
+ * fn again with recording on (actc_ctx_replaying() is 1; dropout draws the
+ * same masks: the operators' random keys are rewound to the segment's start)
+ * and back-propagates through the recomputed operators at once, so their
+ * saves live only while that segment is being differentiated.  The recompute
+ * starts from the decoded x, so a lossy policy makes it inexact (GACT 5.5).
+ * In eval mode, or when x needs no gradient, or inside another segment's
+ * first forward, it just returns fn(x).
+ * What fn reads besides x (parameters, user state) must stay alive and
+ * unchanged until the backward pass: the node keeps no reference to it.
+ * Only fn's returned tensor carries gradients out of the segment.  The
+ * recomputed saves are named when backward reaches them, so their stable
+ * keys count occurrences in backward order (scopes keep them apart). */
+typedef actc_tensor *(*actc_segment_fn)(actc_ctx *ctx, actc_tensor *x, void *user);
+actc_tensor *actc_segment(actc_ctx *ctx, actc_segment_fn fn, void *user, actc_tensor *x);
 
 /* Name scopes ("layer1.0.conv1"): nodes record the scope they were made in,
  * giving saved tensors stable names across steps (used by policies that keep
@@ -248,7 +288,9 @@ void actc_ctx_reset(actc_ctx *ctx);
 int actc_tape_size(const actc_ctx *ctx);
 
 /* Statistics of the saved-context store.  "Activation memory" is stored_peak:
- * the store's bytes at the end of the forward pass. */
+ * the store's bytes at the end of the forward pass (with segment
+ * checkpointing the recomputes may push it higher during backward:
+ * forward_bytes and backward_peak tell the two apart, GACT's AM1 and AM2). */
 typedef struct {
     size_t stored_bytes;          /* bytes the store holds now (all payloads)  */
     size_t fp32_bytes;            /* what a plain fp32 framework would hold    */
@@ -258,6 +300,8 @@ typedef struct {
     size_t fp32_by_kind[ACTC_SAVE_NKINDS];   /* at stored_peak                 */
     size_t n_saves;               /* actc_save calls since the reset           */
     size_t n_dedup;               /* of which answered by an existing entry    */
+    size_t forward_bytes;         /* stored_bytes when the last backward began */
+    size_t backward_peak;         /* peak of stored_bytes during that backward */
 } actc_store_stats;
 void actc_store_get_stats(const actc_ctx *ctx, actc_store_stats *out);
 void actc_store_reset_peak(actc_ctx *ctx);
@@ -292,8 +336,8 @@ struct actc_node {
 };
 
 /* Record a node for output y computed from inputs in[0..n-1].  Returns NULL
- * (without error) when nothing needs recording: eval mode, or no input
- * requires a gradient.  Then y->requires_grad stays 0 and the op saves
+ * (without error) when nothing needs recording: eval mode, a segment's first
+ * forward (actc_ctx_recording() is 0), or no input requires a gradient.  Then y->requires_grad stays 0 and the op saves
  * nothing.  On failure returns NULL and sets an error (check
  * actc_last_status() != ACTC_OK after clearing it, or use actc_node_new2). */
 actc_node *actc_node_new(actc_ctx *ctx, const char *op, actc_backward_fn bw,
@@ -460,6 +504,79 @@ actc_tensor *actc_attention_naive(actc_ctx *ctx, actc_tensor *q, actc_tensor *k,
  * probabilities it rebuilds are an exact softmax of what it decoded.
  * Same results as actc_attention_naive to float rounding. */
 actc_tensor *actc_attention_flash(actc_ctx *ctx, actc_tensor *q, actc_tensor *k, actc_tensor *v, int n_heads);
+
+/* ------------------------------------------------------------------------ */
+/* GACT controller: run-time sensitivity and per-tensor bits                 */
+/* ------------------------------------------------------------------------ */
+
+/* The C counterpart of GACT's controller.iterate(fwdbwdprop).  With a gact:
+ * policy on the context, every adapt_interval iterations (and at the first)
+ * the controller measures each saved tensor's sensitivity c_l (GACT
+ * Algorithm 1): it runs fn L + 1 extra times on the same batch and step, all
+ * tensors quantized at 4 bits with fixed rounding streams, re-keying one
+ * tensor's stream per pass; c_l = ||g_0 - g_l||^2 / 2 / S(4), S(b) =
+ * (2^b - 1)^-2, over all parameter gradients.  Then, under an adaptive level
+ * (gact:4, gact:3, gact:2, gact:CB1, gact:CB2), it gives each tensor 32, 8,
+ * 4, 2 or 1 bits minimising sum c_l S(b_l) under the average budget
+ * (gact:fixB keeps its bits; its sensitivities feed the alert and
+ * inspection).  With any other policy, gact:CKPT included (nothing is
+ * compressed), iterate just runs fn once.
+ *
+ * fn runs forward and backward on the current batch (the controller zeroes
+ * the parameters' gradients before every call): with max_samples > 0 on at
+ * most the first max_samples samples (the sensitivity passes use a sub-batch,
+ * as GACT's code does; 0 means the whole batch), storing in *samples how many
+ * it used.  The call the training step keeps is the last one. */
+typedef actc_status (*actc_fwdbwd_fn)(actc_ctx *ctx, void *user, int max_samples, int *samples);
+
+typedef struct {
+    uint64_t adapt_interval;  /* iterations between sensitivity measurements (1000) */
+    int estimate_samples;     /* samples per sensitivity pass (8; 0: whole batch)    */
+    double alert_fraction;    /* alert when V(b) exceeds this share of the overall
+                                 gradient variance (0.5)                            */
+} actc_controller_opts;
+
+/* What the controller knows about one saved tensor. */
+typedef struct {
+    char op[24];              /* operator that saved it                       */
+    char scope[64];           /* its name scope                               */
+    int ndim, shape[ACTC_MAX_DIMS];
+    double sensitivity;       /* c_l at the last measurement; < 0: none yet   */
+    int bits;                 /* width it is stored at (32: fp32)             */
+    size_t stored_bytes;      /* payload of its last save                     */
+    size_t fp32_bytes;        /* the same tensor in fp32                      */
+} actc_saved_info;
+
+typedef struct actc_controller actc_controller;
+
+actc_controller_opts actc_controller_default_opts(void);
+/* A controller for ctx, measuring gradients of params[0..n-1] (the array is
+ * copied; the tensors stay the caller's).  o NULL: the defaults.  NULL with
+ * an error on bad options or no memory.  Under a gact policy it keeps a
+ * running mean of the gradient for the alert (4 bytes per parameter,
+ * accounted as OPTIM) and, while measuring, a copy of the reference gradient
+ * (SCRATCH).  Its measurements are not part of model checkpoints: a resumed
+ * run measures again at its first iteration. */
+actc_controller *actc_controller_new(actc_ctx *ctx, actc_tensor **params, int n, const actc_controller_opts *o);
+void actc_controller_free(actc_controller *c);
+/* One training iteration's forward and backward (measuring and re-allocating
+ * first when due).  The optimizer step is the caller's, after this returns.
+ * The context's step number is the same for every pass and advances once. */
+actc_status actc_controller_iterate(actc_controller *c, actc_fwdbwd_fn fn, void *user);
+/* 1 if the last iterate measured sensitivities and re-allocated bits. */
+int actc_controller_adapted(const actc_controller *c);
+/* The variance alert: a message with the numbers and the advice to raise
+ * the budget when, after an adaptation, the estimated compression variance
+ * V(b) = sum c_l S(b_l) exceeds alert_fraction of the overall gradient
+ * variance (a running estimate over the iterations); else NULL.  Each
+ * adaptation raises it at most once; this returns it once. */
+const char *actc_controller_take_alert(actc_controller *c);
+/* V(b) scaled to the whole batch, and the running overall gradient variance
+ * (sum over parameters; < 0 while unknown). */
+void actc_controller_variances(const actc_controller *c, double *compression, double *overall);
+/* The tensors of the gact policy on the context (up to cap written; returns
+ * how many there are, 0 for another policy), in first-save order. */
+int actc_controller_tensors(const actc_controller *c, actc_saved_info *out, int cap);
 
 /* ------------------------------------------------------------------------ */
 /* Models                                                                    */

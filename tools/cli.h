@@ -53,9 +53,16 @@ actc_status loss_backward(actc_ctx *ctx, actc_tensor *logits, const int32_t *lab
  * before), then the optimizer step (when opt is not NULL). */
 actc_status apply_update(actc_model *m, actc_optim *opt, float lr, float clip, step_result *r);
 /* One full training step: zero grads, forward, loss, backward, clipping
- * (clip > 0), optimizer step. */
-actc_status train_step(actc_model *m, actc_ctx *ctx, actc_optim *opt, actc_tensor *x,
+ * (clip > 0), optimizer step.  With a controller (may be NULL) the forward
+ * and backward go through actc_controller_iterate, which may run them on a
+ * sub-batch first to measure sensitivities. */
+actc_status train_step(actc_model *m, actc_ctx *ctx, actc_controller *ctrl, actc_optim *opt, actc_tensor *x,
                        const int32_t *labels, float lr, float clip, step_result *r);
+/* fn through the controller, or (ctrl NULL) after zeroing m's gradients. */
+actc_status run_fwdbwd(actc_model *m, actc_ctx *ctx, actc_controller *ctrl, actc_fwdbwd_fn fn, void *user);
+/* A controller over m's parameters with the options of the train flags;
+ * prints the error and returns NULL on failure. */
+actc_controller *controller_for(actc_ctx *ctx, actc_model *m, const actc_controller_opts *o);
 /* Accuracy and mean loss over a data set in eval mode. */
 actc_status evaluate(actc_model *m, actc_ctx *ctx, const actc_image_dataset *d, int batch,
                      double *acc, double *loss);
@@ -97,10 +104,11 @@ void lm_batch_free(lm_batch *b);
 /* Forward and mean cross-entropy of b's inputs against its targets. */
 actc_status lm_forward_loss(actc_model *m, actc_ctx *ctx, const lm_batch *b, actc_tensor **loss, int *correct);
 /* One training step (zero grads, forward, loss, backward, optimizer) on b. */
-actc_status lm_step(actc_model *m, actc_ctx *ctx, actc_optim *opt, const lm_batch *b, float lr, float clip,
-                    step_result *r);
+actc_status lm_step(actc_model *m, actc_ctx *ctx, actc_controller *ctrl, actc_optim *opt, const lm_batch *b,
+                    float lr, float clip, step_result *r);
 /* One training step on the random train windows of (seed, step). */
-actc_status lm_train_step(actc_model *m, actc_ctx *ctx, actc_optim *opt, const actc_text_corpus *c, lm_batch *b,
+actc_status lm_train_step(actc_model *m, actc_ctx *ctx, actc_controller *ctrl, actc_optim *opt,
+                          const actc_text_corpus *c, lm_batch *b,
                           uint64_t seed, uint64_t step, float lr, float clip, step_result *r);
 /* Mean loss (nats per byte) and next-byte accuracy on the validation part:
  * eval_tokens / T windows spread evenly over it (0: all of it, tiled). */
@@ -127,6 +135,15 @@ double now_seconds(void);
 void report_memory(FILE *f, const actc_mem_stats *ms, const actc_store_stats *ss);
 /* The same as a JSON object (no newline). */
 void report_memory_json(FILE *f, const actc_mem_stats *ms, const actc_store_stats *ss);
+/* GACT's per-tensor table: operator, scope, shape, sensitivity, bits and
+ * bytes of each saved tensor, then the totals. */
+void report_tensors(FILE *f, const actc_controller *c);
+/* The same as a JSON array (no newline). */
+void report_tensors_json(FILE *f, const actc_controller *c);
+/* After a training step: when the controller adapted, a line on stdout (after
+ * a progress bar: on a new line) and, with a log, an "adapt" record with the
+ * tensor table; a pending variance alert goes to stderr and the log. */
+void report_adaptation(actc_controller *c, FILE *log, uint64_t step, int bar);
 /* Context ratio fp32 / stored (0 if nothing stored). */
 double context_ratio(const actc_store_stats *ss);
 #endif

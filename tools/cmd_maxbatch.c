@@ -10,7 +10,7 @@
 typedef struct {
     const char *model, *compress, *optim, *attention;
     size_t budget;
-    int threads, start, limit, width, in_c, in_h, in_w, classes;
+    int threads, start, limit, width, in_c, in_h, in_w, classes, resolution, estimate;
     int layers, heads, context, vocab, seq; /* language models */
     uint64_t seed;
 } mb_opts;
@@ -33,6 +33,7 @@ static int try_batch(const mb_opts *o, int b, size_t *peak, char *why, size_t wh
     mo.attention = !strcmp(o->attention, "naive") ? ACTC_ATTN_NAIVE : ACTC_ATTN_FLASH;
     actc_model *m = NULL;
     actc_ctx *ctx = NULL;
+    actc_controller *ctrl = NULL;
     actc_optim *opt = NULL;
     actc_tensor *x = NULL;
     lm_batch *lb = NULL;
@@ -53,7 +54,9 @@ static int try_batch(const mb_opts *o, int b, size_t *peak, char *why, size_t wh
     int np = actc_model_params(m, &params);
     opt = !strcmp(o->optim, "adamw") ? actc_adamw_new(params, np, 0.9f, 0.999f, 1e-8f, 0.01f)
                                      : actc_sgd_new(params, np, 0.9f, 1, 5e-4f);
-    if (!opt) goto out;
+    actc_controller_opts co = actc_controller_default_opts();
+    co.estimate_samples = o->estimate;
+    if (!opt || !(ctrl = actc_controller_new(ctx, params, np, &co))) goto out;
     const int lm = actc_model_takes_tokens(m);
     if (lm) {
         const actc_model_opts *r = actc_model_get_opts(m);
@@ -73,11 +76,13 @@ static int try_batch(const mb_opts *o, int b, size_t *peak, char *why, size_t wh
         for (size_t i = 0; i < x->numel; i++) x->data[i] = actc_rand_normal(o->seed, i);
         for (int i = 0; i < b; i++) labels[i] = i % o->classes;
     }
-    /* Two steps: the first allocates the optimizer state, the second runs
-     * with everything resident. */
+    /* Two steps: the first allocates the optimizer state (and, under gact,
+     * measures sensitivities on a sub-batch of --estimate-samples: the bits
+     * set the memory, not the estimate's precision), the second runs with
+     * everything resident. */
     for (int s = 0; s < 2; s++) {
         step_result r;
-        if ((lm ? lm_step(m, ctx, opt, lb, 0.01f, 0, &r) : train_step(m, ctx, opt, x, labels, 0.01f, 0, &r)) != ACTC_OK)
+        if ((lm ? lm_step(m, ctx, ctrl, opt, lb, 0.01f, 0, &r) : train_step(m, ctx, ctrl, opt, x, labels, 0.01f, 0, &r)) != ACTC_OK)
             goto out;
     }
     ok = 1;
@@ -94,6 +99,7 @@ out:
     lm_batch_free(lb);
     if (m) actc_model_zero_grad(m);
     actc_optim_free(opt);
+    actc_controller_free(ctrl);
     actc_ctx_free(ctx);
     actc_model_free(m);
     free(labels);
@@ -108,7 +114,7 @@ static int step_failed(int b, const char *why)
 
 int cmd_maxbatch(int argc, char **argv)
 {
-    mb_opts o = {"resnet20", "none", NULL, "flash", 0, 0, 1, 1 << 16, 0, 1, 28, 28, 10, 0, 0, 0, 0, 0, 1};
+    mb_opts o = {"resnet20", "none", NULL, "flash", 0, 0, 1, 1 << 16, 0, 1, 28, 28, 10, 1, 2, 0, 0, 0, 0, 0, 1};
     flag_def flags[] = {
         {"--budget", F_BYTES, &o.budget, "SIZE", "memory budget for the whole step, e.g. 2GiB (required)", 0},
         {"--model", F_STR, &o.model, "NAME", "model (resnet20)", 0},
@@ -116,6 +122,8 @@ int cmd_maxbatch(int argc, char **argv)
         {"--optim", F_STR, &o.optim, "NAME", "sgd or adamw (sgd; language models adamw): its state counts", 0},
         {"--start", F_INT, &o.start, "N", "first batch size tried (1)", 0},
         {"--limit", F_INT, &o.limit, "N", "largest batch size tried (65536)", 0},
+        {"--estimate-samples", F_INT, &o.estimate, "N", "gact: samples per sensitivity pass (2: only the bits matter here)", 0},
+        {"--resolution", F_INT, &o.resolution, "N", "stop bisecting when the fitting and failing sizes are N apart (1)", 0},
         {"--width", F_INT, &o.width, "N", "mlp hidden width (256), transformer width (the preset's)", 0},
         {"--layers", F_INT, &o.layers, "N", "transformer blocks (the preset's)", 0},
         {"--heads", F_INT, &o.heads, "N", "attention heads (the preset's)", 0},
@@ -143,8 +151,8 @@ int cmd_maxbatch(int argc, char **argv)
         fprintf(stderr, "error: --budget SIZE is required (e.g. --budget 2GiB)\n");
         return 2;
     }
-    if (o.start < 1 || o.limit < o.start || o.classes < 1) {
-        fprintf(stderr, "error: need 1 <= --start <= --limit and --classes >= 1\n");
+    if (o.start < 1 || o.limit < o.start || o.classes < 1 || o.resolution < 1 || o.estimate < 0) {
+        fprintf(stderr, "error: need 1 <= --start <= --limit, --classes >= 1, --resolution >= 1 and --estimate-samples >= 0\n");
         return 2;
     }
     if (strcmp(o.attention, "flash") && strcmp(o.attention, "naive")) {
@@ -199,7 +207,7 @@ int cmd_maxbatch(int argc, char **argv)
         fprintf(stderr, "error: not even batch %d fits in %s: %s\n", o.start, bud, why);
         return 1;
     }
-    while (bad && bad - good > 1) {
+    while (bad && bad - good > o.resolution) {
         int mid = good + (bad - good) / 2;
         int ok = try_batch(&o, mid, &peak, why, sizeof why);
         if (ok < 0) return step_failed(mid, why);
@@ -209,6 +217,7 @@ int cmd_maxbatch(int argc, char **argv)
         else bad = mid;
     }
     printf("largest batch: %d (peak %s of %s)%s\n", good, actc_format_bytes(good_peak, pk, sizeof pk), bud,
-           bad ? "" : " - the --limit was reached");
+           !bad ? " - the --limit was reached" : bad - good > 1 ? " - bisection stopped at --resolution" : "");
+    if (bad && bad - good > 1) printf("smallest failing batch tried: %d\n", bad);
     return 0;
 }

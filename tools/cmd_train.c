@@ -15,8 +15,9 @@ typedef struct {
     int layers, heads, context, vocab, seq, epoch_steps;
     uint64_t eval_tokens;
     uint64_t seed, max_steps, warmup;
-    float lr, momentum, wd, min_lr, dropout, beta1, beta2, clip;
+    float lr, momentum, wd, min_lr, dropout, beta1, beta2, clip, alert;
     size_t budget;
+    actc_controller_opts ctl;
     data_opts data;
 } train_opts;
 
@@ -61,6 +62,9 @@ static void build_flags(flag_def *f, train_opts *o)
         {"--epoch-steps", F_INT, &o->epoch_steps, "N", "language models: steps per epoch (200)", 0},
         {"--eval-tokens", F_U64, &o->eval_tokens, "N", "language models: validation tokens per evaluation, 0 = all (65536)", 0},
         {"--dropout", F_FLOAT, &o->dropout, "P", "dropout of the mlp (0)", 0},
+        {"--adapt-interval", F_U64, &o->ctl.adapt_interval, "N", "gact: steps between sensitivity measurements (1000)", 0},
+        {"--estimate-samples", F_INT, &o->ctl.estimate_samples, "N", "gact: samples per sensitivity pass, 0 = the batch (8)", 0},
+        {"--alert", F_FLOAT, &o->alert, "F", "gact: warn when compression variance passes F x the gradient variance (0.5)", 0},
         {"--seed", F_U64, &o->seed, "N", "seed of initialisation, data order and rounding (1)", 0},
         {"--threads", F_INT, &o->threads, "N", "threads (default: all cores)", 0},
         {"--mem-budget", F_BYTES, &o->budget, "SIZE", "fail cleanly past this many bytes (e.g. 512MiB)", 0},
@@ -105,6 +109,8 @@ static void defaults(train_opts *o)
     o->attention = "flash";
     o->epoch_steps = 200;
     o->eval_tokens = 65536;
+    o->ctl = actc_controller_default_opts();
+    o->alert = (float)o->ctl.alert_fraction;
 }
 
 static int fail(const char *what)
@@ -119,6 +125,7 @@ typedef struct {
     int have_train, have_test;
     actc_model *model;
     actc_ctx *ctx;
+    actc_controller *ctrl;
     actc_optim *opt;
     actc_loader *loader;
     actc_text_corpus corpus; /* language models */
@@ -133,6 +140,7 @@ static void run_free(run_state *r)
     lm_batch_free(r->batch);
     if (r->have_corpus) actc_text_free(&r->corpus);
     actc_optim_free(r->opt);
+    actc_controller_free(r->ctrl);
     actc_ctx_free(r->ctx);
     actc_model_free(r->model);
     if (r->have_train) actc_image_dataset_free(&r->train);
@@ -372,6 +380,8 @@ int cmd_train(int argc, char **argv)
     r.opt = is_adamw ? actc_adamw_new(params, np, o.beta1, o.beta2, 1e-8f, o.wd)
                      : actc_sgd_new(params, np, o.momentum, o.nesterov, o.wd);
     if (!r.opt) { fail("optimizer"); goto out; }
+    o.ctl.alert_fraction = o.alert;
+    if (!(r.ctrl = controller_for(r.ctx, r.model, &o.ctl))) goto out;
     if (o.resume_path) {
         if (actc_optim_init_state(r.opt) != ACTC_OK) { fail("optimizer"); goto out; }
         if (actc_checkpoint_load(o.resume_path, r.model, r.opt, &meta) != ACTC_OK) { fail("--resume"); goto out; }
@@ -450,13 +460,13 @@ int cmd_train(int argc, char **argv)
             step_result sr;
             actc_status s;
             if (lm) {
-                s = lm_train_step(r.model, r.ctx, r.opt, &r.corpus, r.batch, o.seed, step, lr, o.clip, &sr);
+                s = lm_train_step(r.model, r.ctx, r.ctrl, r.opt, &r.corpus, r.batch, o.seed, step, lr, o.clip, &sr);
             } else {
                 actc_tensor *x;
                 const int32_t *labels;
                 int bs;
                 if (actc_loader_get(r.loader, epoch, b, &x, &labels, &bs) != ACTC_OK) { fail("data"); goto out; }
-                s = train_step(r.model, r.ctx, r.opt, x, labels, lr, o.clip, &sr);
+                s = train_step(r.model, r.ctx, r.ctrl, r.opt, x, labels, lr, o.clip, &sr);
                 actc_tensor_release(x);
             }
             if (s != ACTC_OK) {
@@ -464,6 +474,7 @@ int cmd_train(int argc, char **argv)
                         (unsigned long long)step, epoch + 1, b, actc_last_error());
                 goto out;
             }
+            report_adaptation(r.ctrl, r.log, step, pg.tty == 1);
             step++;
             loss_sum += sr.loss * sr.n;
             correct += sr.correct;

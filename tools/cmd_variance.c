@@ -123,6 +123,7 @@ typedef struct {
     int have_train;
     actc_model *model;
     actc_ctx *ctx;
+    actc_controller *ctrl; /* warm-up passes: lets gact measure and allocate */
     actc_loader *loader;
     welford acc;
     double *comp, *samp;   /* per-parameter results                          */
@@ -136,6 +137,7 @@ static void run_free(var_run *r)
     free(r->comp);
     free(r->samp);
     actc_loader_free(r->loader);
+    actc_controller_free(r->ctrl);
     actc_ctx_free(r->ctx);
     actc_model_free(r->model);
     if (r->have_train) actc_image_dataset_free(&r->train);
@@ -143,8 +145,9 @@ static void run_free(var_run *r)
 
 /* Forward+backward of the g-th batch of the fixed shuffle (g past the end of
  * an epoch continues into the next epoch's shuffle), training mode, no
- * optimizer step: the gradients stay in the parameters' .grad. */
-static actc_status grad_pass(var_run *r, int g, double *loss)
+ * optimizer step: the gradients stay in the parameters' .grad.  ctrl: through
+ * the controller (warm-up; under gact the first measures and allocates). */
+static actc_status grad_pass(var_run *r, actc_controller *ctrl, int g, double *loss)
 {
     int nb = actc_loader_num_batches(r->loader);
     actc_tensor *x;
@@ -153,7 +156,7 @@ static actc_status grad_pass(var_run *r, int g, double *loss)
     actc_status s = actc_loader_get(r->loader, g / nb, g % nb, &x, &labels, &bs);
     if (s != ACTC_OK) return s;
     step_result sr;
-    s = train_step(r->model, r->ctx, NULL, x, labels, 0.0f, 0, &sr);
+    s = train_step(r->model, r->ctx, ctrl, NULL, x, labels, 0.0f, 0, &sr);
     actc_tensor_release(x);
     if (s == ACTC_OK) *loss = sr.loss;
     return s;
@@ -171,7 +174,7 @@ static int run_warmup(var_run *r, const var_opts *o)
     double t0 = now_seconds(), loss;
     for (int w = 0; w < o->warmup; w++) {
         actc_ctx_set_step(r->ctx, (uint64_t)w);
-        if (grad_pass(r, o->repeats + w, &loss) != ACTC_OK) return fail("warm-up pass");
+        if (grad_pass(r, r->ctrl, o->repeats + w, &loss) != ACTC_OK) return fail("warm-up pass");
         note_pass("warm-up", w, o->warmup, loss, t0);
     }
     return 0;
@@ -187,7 +190,7 @@ static int run_compression(var_run *r, const var_opts *o)
     for (int i = 0; i < o->repeats; i++) {
         actc_ctx_set_seed(r->ctx, o->seed + (uint64_t)i);
         actc_ctx_set_step(r->ctx, (uint64_t)o->warmup);
-        if (grad_pass(r, 0, &r->batch_loss) != ACTC_OK) return fail("compression pass");
+        if (grad_pass(r, NULL, 0, &r->batch_loss) != ACTC_OK) return fail("compression pass");
         welford_add(&r->acc);
         note_pass("compression", i, o->repeats, r->batch_loss, t0);
     }
@@ -204,7 +207,7 @@ static int run_sampling(var_run *r, const var_opts *o)
     welford_reset(&r->acc);
     for (int i = 0; i < o->repeats; i++) {
         actc_ctx_set_step(r->ctx, (uint64_t)o->warmup);
-        if (grad_pass(r, i, &loss) != ACTC_OK) return fail("sampling pass");
+        if (grad_pass(r, NULL, i, &loss) != ACTC_OK) return fail("sampling pass");
         welford_add(&r->acc);
         note_pass("sampling", i, o->repeats, loss, t0);
     }
@@ -377,6 +380,7 @@ static int setup(var_run *r, const var_opts *o, const actc_ckpt_meta *meta)
     if (!(r->ctx = actc_ctx_new())) return fail("engine");
     if (actc_ctx_set_policy(r->ctx, o->compress) != ACTC_OK) return fail("--compress");
     snprintf(r->policy, sizeof r->policy, "%s", actc_ctx_policy(r->ctx));
+    if (!(r->ctrl = controller_for(r->ctx, r->model, NULL))) return 1;
     actc_loader_opts lo = {FMNIST_MEAN, FMNIST_STD, 0, 0, 1, o->seed};
     if (!(r->loader = actc_loader_new(&r->train, o->batch, 1, &lo))) return fail("data loader");
     if (welford_init(&r->acc, r->model)) return fail("accumulators");
@@ -404,7 +408,7 @@ int cmd_variance(int argc, char **argv)
         {"--compress", F_STR, &o.compress, "SPEC", "compression policy measured (none); see actc --help", 0},
         {"--batch", F_INT, &o.batch, "N", "minibatch size (128)", 0},
         {"--repeats", F_INT, &o.repeats, "R", "gradients per variance, at least 2 (10)", 0},
-        {"--warmup", F_INT, &o.warmup, "W", "passes with the policy before measuring (0; ~20 for actnn:*)", 0},
+        {"--warmup", F_INT, &o.warmup, "W", "passes with the policy before measuring (0; ~20 for actnn:*, 1 for gact:* to measure and allocate)", 0},
         {"--checkpoint", F_STR, &o.checkpoint, "FILE", "measure at the weights of FILE (actc train --save)", 0},
         {"--width", F_INT, &o.width, "N", "hidden width of the mlp (256; a checkpoint's own otherwise)", 0},
         {"--seed", F_U64, &o.seed, "N", "seed of initialisation, data order and the first rounding seed (1)", 0},

@@ -98,13 +98,56 @@ actc_status apply_update(actc_model *m, actc_optim *opt, float lr, float clip, s
     return opt ? actc_optim_step(opt, lr) : ACTC_OK;
 }
 
-actc_status train_step(actc_model *m, actc_ctx *ctx, actc_optim *opt, actc_tensor *x,
+typedef struct {
+    actc_model *m;
+    actc_tensor *x;
+    const int32_t *labels;
+    step_result *r;
+} image_pass;
+
+/* Forward and backward of an image batch, or of its first max_samples. */
+static actc_status image_fwdbwd(actc_ctx *ctx, void *user, int max_samples, int *samples)
+{
+    const image_pass *p = user;
+    actc_tensor *x = p->x, *sub = NULL;
+    if (max_samples > 0 && max_samples < x->shape[0]) {
+        int shp[ACTC_MAX_DIMS];
+        memcpy(shp, x->shape, sizeof shp);
+        shp[0] = max_samples;
+        if (!(sub = actc_tensor_new(ACTC_MEM_ACT, x->ndim, shp))) return actc_last_status();
+        memcpy(sub->data, x->data, sub->numel * sizeof(float));
+        x = sub;
+    }
+    *samples = x->shape[0];
+    actc_ctx_set_training(ctx, 1);
+    actc_status s = loss_backward(ctx, actc_model_forward(p->m, ctx, x), p->labels, p->r);
+    actc_tensor_release(sub);
+    return s;
+}
+
+actc_status run_fwdbwd(actc_model *m, actc_ctx *ctx, actc_controller *ctrl, actc_fwdbwd_fn fn, void *user)
+{
+    if (ctrl) return actc_controller_iterate(ctrl, fn, user);
+    actc_model_zero_grad(m);
+    int n;
+    return fn(ctx, user, 0, &n);
+}
+
+actc_status train_step(actc_model *m, actc_ctx *ctx, actc_controller *ctrl, actc_optim *opt, actc_tensor *x,
                        const int32_t *labels, float lr, float clip, step_result *r)
 {
-    actc_model_zero_grad(m);
-    actc_ctx_set_training(ctx, 1);
-    actc_status s = loss_backward(ctx, actc_model_forward(m, ctx, x), labels, r);
+    image_pass p = {m, x, labels, r};
+    actc_status s = run_fwdbwd(m, ctx, ctrl, image_fwdbwd, &p);
     return s == ACTC_OK ? apply_update(m, opt, lr, clip, r) : s;
+}
+
+actc_controller *controller_for(actc_ctx *ctx, actc_model *m, const actc_controller_opts *o)
+{
+    actc_tensor **params;
+    int np = actc_model_params(m, &params);
+    actc_controller *c = actc_controller_new(ctx, params, np, o);
+    if (!c) fprintf(stderr, "error: %s\n", actc_last_error());
+    return c;
 }
 
 actc_status evaluate(actc_model *m, actc_ctx *ctx, const actc_image_dataset *d, int batch,

@@ -112,22 +112,39 @@ actc_status lm_forward_loss(actc_model *m, actc_ctx *ctx, const lm_batch *b, act
     return *loss ? ACTC_OK : actc_last_status();
 }
 
-actc_status lm_step(actc_model *m, actc_ctx *ctx, actc_optim *opt, const lm_batch *b, float lr, float clip,
-                    step_result *r)
+typedef struct {
+    actc_model *m;
+    const lm_batch *b;
+    step_result *r;
+} lm_pass;
+
+/* Forward and backward of the batch's windows, or of its first max_samples. */
+static actc_status lm_fwdbwd(actc_ctx *ctx, void *user, int max_samples, int *samples)
 {
-    actc_model_zero_grad(m);
+    const lm_pass *p = user;
+    lm_batch sub = *p->b;
+    if (max_samples > 0 && max_samples < sub.B) sub.B = max_samples;
+    *samples = sub.B;
     actc_ctx_set_training(ctx, 1);
-    actc_status s = loss_backward(ctx, actc_model_forward_tokens(m, ctx, b->ids, b->B, b->T), b->targets, r);
+    return loss_backward(ctx, actc_model_forward_tokens(p->m, ctx, sub.ids, sub.B, sub.T), sub.targets, p->r);
+}
+
+actc_status lm_step(actc_model *m, actc_ctx *ctx, actc_controller *ctrl, actc_optim *opt, const lm_batch *b,
+                    float lr, float clip, step_result *r)
+{
+    lm_pass p = {m, b, r};
+    actc_status s = run_fwdbwd(m, ctx, ctrl, lm_fwdbwd, &p);
     return s == ACTC_OK ? apply_update(m, opt, lr, clip, r) : s;
 }
 
-actc_status lm_train_step(actc_model *m, actc_ctx *ctx, actc_optim *opt, const actc_text_corpus *c, lm_batch *b,
+actc_status lm_train_step(actc_model *m, actc_ctx *ctx, actc_controller *ctrl, actc_optim *opt,
+                          const actc_text_corpus *c, lm_batch *b,
                           uint64_t seed, uint64_t step, float lr, float clip, step_result *r)
 {
     actc_status s = actc_text_batch(c, 0, b->B, b->T, seed, step, b->window);
     if (s != ACTC_OK) return s;
     split_windows(b);
-    return lm_step(m, ctx, opt, b, lr, clip, r);
+    return lm_step(m, ctx, ctrl, opt, b, lr, clip, r);
 }
 
 /* Validation: n windows of T+1 bytes spread evenly over the held-out part

@@ -8,6 +8,7 @@ int cmd_eval(int argc, char **argv);
 int cmd_maxbatch(int argc, char **argv);
 int cmd_variance(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
 
 static void usage(FILE *f)
 {
@@ -19,6 +20,7 @@ static void usage(FILE *f)
             "  eval       evaluate a checkpoint on the test set (or held-out text)\n"
             "  generate   continue a prompt with a language model's checkpoint\n"
             "  maxbatch   largest batch whose training step fits a memory budget\n"
+            "  inspect    per saved tensor: GACT's measured sensitivity, bits and bytes\n"
             "  variance   gradient variance from compression vs minibatch sampling, per layer\n\n"
             "models (--model):\n%s\n"
             "compression policies (--compress):\n%s\n"
@@ -29,6 +31,7 @@ static void usage(FILE *f)
             "  actc train --model gpt-mini --data text --epochs 6 --epoch-steps 100 --save g.ckpt\n"
             "  actc generate --checkpoint g.ckpt --prompt \"And God said\" --tokens 200 --top-k 20\n"
             "  actc maxbatch --budget 2GiB --model resnet18 --compress bf16\n"
+            "  actc inspect --model resnet20 --compress gact:4\n"
             "  actc variance --model resnet20 --compress bf16 --batch 64 --repeats 4\n",
             ACTC_VERSION, actc_model_list(), actc_policy_list());
 }
@@ -54,6 +57,7 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "maxbatch")) return cmd_maxbatch(argc, argv);
     if (!strcmp(cmd, "variance")) return cmd_variance(argc, argv);
     if (!strcmp(cmd, "generate")) return cmd_generate(argc, argv);
+    if (!strcmp(cmd, "inspect")) return cmd_inspect(argc, argv);
     fprintf(stderr, "error: unknown command '%s' (train, eval, generate, maxbatch, variance; see actc --help)\n", cmd);
     return 2;
 }

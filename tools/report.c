@@ -87,6 +87,9 @@ void report_memory(FILE *f, const actc_mem_stats *ms, const actc_store_stats *ss
                 actc_format_bytes(ss->stored_by_kind[k], a, sizeof a),
                 actc_format_bytes(ss->fp32_by_kind[k], b, sizeof b));
     }
+    if (ss->backward_peak > ss->forward_bytes)
+        fprintf(f, "context with recomputed segments: %s before backward, peak %s during backward\n",
+                actc_format_bytes(ss->forward_bytes, a, sizeof a), actc_format_bytes(ss->backward_peak, b, sizeof b));
     fprintf(f, "process peak RSS: %s\n", actc_format_bytes(actc_process_peak_rss(), a, sizeof a));
 }
 
@@ -101,5 +104,6 @@ void report_memory_json(FILE *f, const actc_mem_stats *ms, const actc_store_stat
     for (int k = 0; k < ACTC_SAVE_NKINDS; k++)
         fprintf(f, "%s\"%s\":{\"stored\":%zu,\"fp32\":%zu}", k ? "," : "", kind_names[k],
                 ss->stored_by_kind[k], ss->fp32_by_kind[k]);
-    fprintf(f, "},\"peak_rss\":%zu}", actc_process_peak_rss());
+    fprintf(f, "},\"context_before_backward\":%zu,\"context_backward_peak\":%zu,\"peak_rss\":%zu}", ss->forward_bytes,
+            ss->backward_peak, actc_process_peak_rss());
 }

@@ -27,6 +27,11 @@ typedef struct {
 
 struct actc_ctx {
     int training;
+    int no_record;           /* a segment's first forward: record nothing    */
+    int replaying;           /* a segment's recompute (actc_ctx_replaying)   */
+    int sensitivity_pass;    /* set by the GACT controller around its extra
+                                passes (also reported as replaying)          */
+    int in_backward;         /* backward_peak is being tracked               */
     uint64_t seed, step, key_counter;
     actc_policy *policy;
 
@@ -54,5 +59,11 @@ void actc__store_release_node(actc_ctx *ctx, actc_node *node);
  * (a no-op unless the policy asks for them and the node holds ACT saves). */
 void actc__store_observe_grad(actc_ctx *ctx, actc_node *node);
 void actc__store_clear(actc_ctx *ctx);
+/* Run the backward functions of tape nodes [lo, n_nodes) in reverse order,
+ * releasing each node's saves and its output's gradient as it goes. */
+actc_status actc__backward_nodes(actc_ctx *ctx, int lo);
+/* Free tape nodes [lo, n_nodes) (their outputs' gradients and the saves
+ * they still hold too) and shorten the tape to lo. */
+void actc__tape_truncate(actc_ctx *ctx, int lo);
 void actc__store_free(actc_ctx *ctx);
 #endif

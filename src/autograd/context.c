@@ -47,6 +47,15 @@ void actc__policy_free(actc_policy *p)
     if (p && p->destroy) p->destroy(p);
 }
 
+int actc_ctx_replaying(const actc_ctx *ctx) { return ctx->replaying || ctx->sensitivity_pass; }
+int actc_ctx_recording(const actc_ctx *ctx) { return ctx->training && !ctx->no_record; }
+int actc_ctx_wants_segments(const actc_ctx *ctx) { return ctx->policy && ctx->policy->segments; }
+
+int actc_ctx_attention(const actc_ctx *ctx, int model_default)
+{
+    return ctx->policy && ctx->policy->attention >= 0 ? ctx->policy->attention : model_default;
+}
+
 const char *actc_ctx_policy(const actc_ctx *ctx) { return ctx->policy ? ctx->policy->spec : "none"; }
 void actc_ctx_set_training(actc_ctx *ctx, int training) { ctx->training = training != 0; }
 int actc_ctx_training(const actc_ctx *ctx) { return ctx->training; }

@@ -44,6 +44,8 @@ struct actc_policy {
     void (*after_backward)(actc_policy *p, actc_ctx *ctx);
     void (*destroy)(actc_policy *p);
     void *state;
+    int segments;            /* models should checkpoint their blocks        */
+    int attention;           /* attention form models should use; -1: theirs */
     int frozen;              /* set by actc_ctx_freeze_policy: the engine then
                                 calls neither observe_grad nor after_backward */
 };

@@ -55,6 +55,7 @@ static uint64_t stable_key(actc_ctx *ctx, const actc_node *node, int k)
 static void note_peak(actc_ctx *ctx)
 {
     actc_store_stats *st = &ctx->st;
+    if (ctx->in_backward && st->stored_bytes > st->backward_peak) st->backward_peak = st->stored_bytes;
     if (st->stored_bytes < st->stored_peak) return;
     st->stored_peak = st->stored_bytes;
     st->fp32_peak = st->fp32_bytes;
@@ -327,5 +328,6 @@ void actc_store_reset_peak(actc_ctx *ctx)
     ctx->st.fp32_peak = 0;
     ctx->st.n_saves = 0;
     ctx->st.n_dedup = 0;
+    ctx->st.forward_bytes = ctx->st.backward_peak = 0;
     note_peak(ctx);
 }

@@ -11,7 +11,7 @@ actc_status actc_node_new2(actc_ctx *ctx, const char *op, actc_backward_fn bw, a
                            int n, actc_tensor *const *in, actc_node **out)
 {
     *out = NULL;
-    if (!ctx->training) return ACTC_OK;
+    if (!actc_ctx_recording(ctx)) return ACTC_OK;
     if (n < 0 || n > ACTC_NODE_MAX_INPUTS)
         return actc_set_error(ACTC_ERR_INVALID, "operator %s: %d inputs (at most %d)", op, n,
                               ACTC_NODE_MAX_INPUTS);
@@ -113,22 +113,49 @@ static void node_free(actc_node *node)
     free(node);
 }
 
-void actc_ctx_reset(actc_ctx *ctx)
+void actc__tape_truncate(actc_ctx *ctx, int lo)
 {
     /* Gradients of intermediates die with the tape; parameters keep theirs. */
-    for (int i = ctx->n_nodes - 1; i >= 0; i--) {
+    for (int i = ctx->n_nodes - 1; i >= lo; i--) {
         actc_node *node = ctx->nodes[i];
         if (!node->output->is_param) actc_tensor_drop_grad(node->output);
+        actc__store_release_node(ctx, node); /* a recompute that did not run backward */
         node_free(node);
     }
-    ctx->n_nodes = 0;
+    ctx->n_nodes = lo;
+}
+
+void actc_ctx_reset(actc_ctx *ctx)
+{
+    actc__tape_truncate(ctx, 0);
     actc__store_clear(ctx);
     ctx->key_counter = 0;
     ctx->occ_used = 0;
+    ctx->no_record = ctx->replaying = ctx->in_backward = 0;
     if (ctx->occ) memset(ctx->occ, 0, ctx->occ_cap * sizeof *ctx->occ);
 }
 
 int actc_tape_size(const actc_ctx *ctx) { return ctx->n_nodes; }
+
+actc_status actc__backward_nodes(actc_ctx *ctx, int lo)
+{
+    /* ctx->nodes may grow (a segment's recompute appends to it): index it
+     * afresh each time; the nodes themselves do not move. */
+    for (int i = ctx->n_nodes - 1; i >= lo; i--) {
+        actc_node *node = ctx->nodes[i];
+        actc_tensor *out = node->output;
+        if (out->grad && node->backward) {
+            actc__store_observe_grad(ctx, node);
+            actc_status s = node->backward(ctx, node);
+            if (s != ACTC_OK) return s;
+        }
+        /* Saves never loaded (no gradient reached this node) are dropped now,
+         * and the output's gradient has been consumed. */
+        actc__store_release_node(ctx, node);
+        if (!out->is_param) actc_tensor_drop_grad(out);
+    }
+    return ACTC_OK;
+}
 
 actc_status actc_backward(actc_ctx *ctx, actc_tensor *loss)
 {
@@ -151,19 +178,10 @@ actc_status actc_backward(actc_ctx *ctx, actc_tensor *loss)
     float *g = actc_grad_of(ctx, loss);
     if (!g) { s = actc_last_status(); goto done; }
     g[0] += 1.0f;
-    for (int i = ctx->n_nodes - 1; i >= 0; i--) {
-        actc_node *node = ctx->nodes[i];
-        actc_tensor *out = node->output;
-        if (out->grad && node->backward) {
-            actc__store_observe_grad(ctx, node);
-            s = node->backward(ctx, node);
-            if (s != ACTC_OK) goto done;
-        }
-        /* Saves never loaded (no gradient reached this node) are dropped now,
-         * and the output's gradient has been consumed. */
-        actc__store_release_node(ctx, node);
-        if (!out->is_param) actc_tensor_drop_grad(out);
-    }
+    ctx->st.forward_bytes = ctx->st.backward_peak = ctx->st.stored_bytes;
+    ctx->in_backward = 1;
+    s = actc__backward_nodes(ctx, 0);
+    if (s != ACTC_OK) goto done;
     if (ctx->policy && ctx->policy->after_backward && !ctx->policy->frozen)
         ctx->policy->after_backward(ctx->policy, ctx);
 done:

@@ -3,7 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-static _Thread_local char g_msg[1024];
+static _Thread_local char g_msg[4096]; /* room for the policy list in a bad-spec message */
 static _Thread_local actc_status g_status = ACTC_OK;
 
 const char *actc_last_error(void) { return g_msg; }

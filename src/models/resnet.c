@@ -99,6 +99,9 @@ static actc_tensor *block_fwd(actc_ctx *ctx, const block *b, actc_tensor *x)
     return actc_relu_take(ctx, sum);
 }
 
+/* A block as a segment function (x borrowed). */
+static actc_tensor *block_segment(actc_ctx *ctx, actc_tensor *x, void *user) { return block_fwd(ctx, user, x); }
+
 static actc_tensor *resnet_forward(actc_model *m, actc_ctx *ctx, actc_tensor *x)
 {
     resnet_impl *r = m->impl;
@@ -114,7 +117,8 @@ static actc_tensor *resnet_forward(actc_model *m, actc_ctx *ctx, actc_tensor *x)
         snprintf(scope, sizeof scope, "layer%d.%d", stage + 1, i - r->stage_start[stage]);
         actc_tensor *y = NULL;
         if (actc_scope_push(ctx, scope) == ACTC_OK) {
-            y = block_fwd(ctx, &r->blocks[i], h);
+            y = actc_ctx_wants_segments(ctx) ? actc_segment(ctx, block_segment, &r->blocks[i], h)
+                                             : block_fwd(ctx, &r->blocks[i], h);
             actc_scope_pop(ctx);
         }
         actc_tensor_release(h);

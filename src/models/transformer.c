@@ -30,6 +30,8 @@ typedef struct {
     actc_tensor *wq, *bq, *wk, *bk, *wv, *bv;   /* attention projections     */
     actc_tensor *wo, *bo;
     actc_tensor *w1, *b1, *w2, *b2, *w3;        /* MLP (w3: llama's gate)    */
+    const actc_model *m;                        /* for the layer as a segment */
+    int index;
 } tf_layer;
 
 typedef struct {
@@ -93,8 +95,8 @@ static actc_tensor *attn_block(const actc_model *m, const tf_impl *t, const tf_l
     v = k ? actc_linear(ctx, h, L->wv, L->bv) : NULL;
     actc_tensor_release(h);
     if (!v) goto fail;
-    a = m->opts.attention == ACTC_ATTN_NAIVE ? actc_attention_naive(ctx, q, k, v, H)
-                                             : actc_attention_flash(ctx, q, k, v, H);
+    a = actc_ctx_attention(ctx, m->opts.attention) == ACTC_ATTN_NAIVE ? actc_attention_naive(ctx, q, k, v, H)
+                                                                      : actc_attention_flash(ctx, q, k, v, H);
     actc_tensor_release(q);
     actc_tensor_release(k);
     actc_tensor_release(v);
@@ -175,22 +177,39 @@ static actc_status push_layer_scope(actc_ctx *ctx, int l, const char *part)
     return actc_scope_push(ctx, name);
 }
 
+/* One transformer layer (attention then MLP); consumes x. */
+static actc_tensor *layer_run(actc_ctx *ctx, const tf_layer *L, actc_tensor *x)
+{
+    const tf_impl *t = L->m->impl;
+    /* A failed scope push (nesting too deep) is an error, never a silent pop
+     * of the caller's scope. */
+    if (push_layer_scope(ctx, L->index, "attn") != ACTC_OK) return step(&x, NULL), NULL;
+    x = attn_block(L->m, t, L, ctx, x);
+    actc_scope_pop(ctx);
+    if (!x) return NULL;
+    if (push_layer_scope(ctx, L->index, "mlp") != ACTC_OK) return step(&x, NULL), NULL;
+    x = mlp_block(t, L, ctx, x);
+    actc_scope_pop(ctx);
+    return x;
+}
+
+/* The layer as a segment function: x borrowed, a new reference returned. */
+static actc_tensor *layer_segment(actc_ctx *ctx, actc_tensor *x, void *user)
+{
+    return layer_run(ctx, user, actc_tensor_retain(x));
+}
+
 static actc_tensor *tf_forward_tokens(actc_model *m, actc_ctx *ctx, const int32_t *ids, int B, int T)
 {
     tf_impl *t = m->impl;
     if (actc_scope_push(ctx, "embed") != ACTC_OK) return NULL;
     actc_tensor *x = embed(m, t, ctx, ids, B, T);
     actc_scope_pop(ctx);
-    /* A failed scope push (nesting too deep) is an error, never a silent pop
-     * of the caller's scope. */
     for (int l = 0; x && l < m->opts.n_layers; l++) {
-        if (push_layer_scope(ctx, l, "attn") != ACTC_OK) return step(&x, NULL), NULL;
-        x = attn_block(m, t, &t->layers[l], ctx, x);
-        actc_scope_pop(ctx);
-        if (!x) break;
-        if (push_layer_scope(ctx, l, "mlp") != ACTC_OK) return step(&x, NULL), NULL;
-        x = mlp_block(t, &t->layers[l], ctx, x);
-        actc_scope_pop(ctx);
+        if (actc_ctx_wants_segments(ctx))
+            step(&x, actc_segment(ctx, layer_segment, &t->layers[l], x));
+        else
+            x = layer_run(ctx, &t->layers[l], x);
     }
     if (!x) return NULL;
     if (actc_scope_push(ctx, "head") != ACTC_OK) return step(&x, NULL), NULL;
@@ -257,6 +276,10 @@ actc_status actc__transformer_build(actc_model *m, const char *name)
     t->llama = !strncmp(name, "llama", 5);
     t->layers = calloc((size_t)L, sizeof *t->layers);
     if (!t->layers) return actc_set_error(ACTC_ERR_OOM, "out of memory building %s", name);
+    for (int l = 0; l < L; l++) {
+        t->layers[l].m = m;
+        t->layers[l].index = l;
+    }
     const int hidden = t->llama ? 256 * ((8 * D / 3 + 255) / 256) : 4 * D;
     const float res_std = INIT_STD / sqrtf(2.0f * (float)L);
     const int bias = !t->llama;

@@ -177,7 +177,7 @@ actc_tensor *actc_attention_naive(actc_ctx *ctx, actc_tensor *q, actc_tensor *k,
     const int BH = d.B * d.H, nt = omp_get_max_threads();
     /* P of every head only when it will be saved (the same condition under
      * which actc_node_new2 records a node). */
-    const int keep = actc_ctx_training(ctx) && (q->requires_grad || k->requires_grad || v->requires_grad);
+    const int keep = actc_ctx_recording(ctx) && (q->requires_grad || k->requires_grad || v->requires_grad);
     int pshape[4] = {d.B, d.H, d.T, d.T};
     actc_tensor *pall = keep ? actc_tensor_new(ACTC_MEM_SCRATCH, 4, pshape) : NULL;
     size_t stride = TT;

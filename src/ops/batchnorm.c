@@ -227,8 +227,10 @@ static actc_tensor *bn_forward(actc_ctx *ctx, actc_tensor *x, actc_tensor *gamma
             for (int i = 0; i < HW; i++) yd[off + i] = (xd[off + i] - muf) * scale + beta_c;
         }
     }
-    /* Running statistics move only once the step's forward has succeeded. */
-    if (running_mean) {
+    /* Running statistics move only once the step's forward has succeeded,
+     * and once per step: not again in a recomputed segment or a sensitivity
+     * pass. */
+    if (running_mean && !actc_ctx_replaying(ctx)) {
         float *rm = running_mean->data, *rv = running_var->data;
         const float m = momentum, unbias = (float)((double)M / (double)(M - 1));
         for (int c = 0; c < C; c++) {

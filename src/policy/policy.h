@@ -29,6 +29,30 @@ actc_status actc__policy_division(const char *spec, int block, int bits, int mod
 #define ACTC_DIVISION_BLOCK 8
 #define ACTC_DIVISION_BITS 2
 #define ACTC_DIVISION_TOKENS 1 /* default pooling of [B,T,D]: bench/RESULTS.md */
+/* GACT (policy_gact.c): adaptive at an average of `budget` bits over the
+ * ladder 32/8/4/2/1, or every ACT tensor at fixed_bits when non-zero;
+ * segments: ask models to checkpoint their blocks; attention: the attention
+ * form to ask for (-1: the model's). */
+actc_status actc__policy_gact(const char *spec, double budget, int fixed_bits, int segments, int attention,
+                              actc_policy **out);
+#define GACT_EST_BITS 4 /* every tensor's width during the sensitivity passes */
+/* 0: p is not a GACT policy; 1: fixed bits; 2: adaptive. */
+int actc__gact_kind(const actc_policy *p);
+/* Enter (on = 1; a new pass id when entering) or leave the sensitivity
+ * passes' mode; perturb_key: the tensor whose rounding stream is re-keyed
+ * with salt (0: none). */
+void actc__gact_estimate_mode(actc_policy *p, int on, uint64_t perturb_key, uint64_t salt);
+/* Keys of the tensors saved since the last estimate_mode(on) (all of them
+ * are counted; up to cap written). */
+int actc__gact_live_keys(const actc_policy *p, uint64_t *keys, int cap);
+void actc__gact_set_sensitivity(actc_policy *p, uint64_t key, double c);
+/* Re-allocate the live tensors' bits from their sensitivities (adaptive). */
+actc_status actc__gact_allocate(actc_policy *p);
+/* sum_l c_l S(b_l) over the live tensors: the compression variance V(b). */
+double actc__gact_variance(const actc_policy *p);
+/* The tensor table (all tensors ever seen; up to cap written). */
+int actc__gact_tensors(const actc_policy *p, actc_saved_info *out, int cap);
+
 /* 1 for operators that compute a loss: ActNN and GACT keep their saves exact. */
 int actc__is_loss_op(const char *op);
 /* The mixed-precision policy's per-layer state, for tests and inspection:
@@ -47,4 +71,16 @@ const uint8_t *actc__actnn_sample_bits(const actc_policy *p, uint64_t key, int *
  * items end at lo. */
 actc_status actc__alloc_bits_greedy(int n, const double *w, const double *c, int lo, int hi, double budget,
                                     uint8_t *bits);
+/* The same greedy over an arbitrary falling ladder of widths (GACT's 32, 8,
+ * 4, 2, 1): every item starts at ladder[0]; a move takes one item one rung
+ * down, the move adding the least variance per unit of cost saved first. */
+actc_status actc__alloc_bits_ladder(int n, const double *w, const double *c, const int *ladder, int levels,
+                                    double budget, uint8_t *bits);
+/* Improve a ladder allocation in place by the best feasible change of one
+ * or two items' rungs, until none lowers the objective (GACT's allocation:
+ * the ladder's uneven rungs make the greedy overshoot the budget). */
+void actc__alloc_refine(int n, const double *w, const double *c, const int *ladder, int levels, double budget,
+                        uint8_t *bits);
+/* S(b) = (2^b - 1)^-2: the variance factor of b-bit stochastic rounding. */
+double actc__quant_var_factor(int b);
 #endif

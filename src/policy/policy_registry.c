@@ -28,6 +28,18 @@ static const char *const g_list =
     "  division:hfc-only DIVISION's ablation: the Q-bit residual alone, no pooled part\n"
     "  division:...,seq=tokens|features  how [batch, tokens, features] activations\n"
     "                    pool: along the tokens (default) or along the features\n"
+    "  gact:L1, gact:4    GACT: every ACT tensor of any operator through the per-group\n"
+    "                    quantizer, 32/8/4/2/1 bits per tensor chosen from its measured\n"
+    "                    sensitivity, 4 bits per element on average (the controller\n"
+    "                    re-measures every --adapt-interval steps)\n"
+    "  gact:3, gact:2    the same at 3 or 2 bits on average (gact:X, 1 <= X <= 8)\n"
+    "  gact:fix4         every ACT tensor at 4 bits, the loss's too (gact:fixB, B = 1..8)\n"
+    "  gact:CB1          gact:4 + segment checkpointing (one segment per residual or\n"
+    "                    transformer block: only its compressed input is kept, the\n"
+    "                    block is recomputed in backward), textbook attention\n"
+    "  gact:CB2          gact:CB1 with memory-efficient attention\n"
+    "  gact:CKPT         segment checkpointing without compression (the baseline)\n"
+    "  gact:L0           no compression (= none)\n"
     "  (MASK and INDEX saves are always stored compactly and losslessly: ReLU and\n"
     "   dropout keep 1 bit per element, max-pool a uint8 window index.  quant and\n"
     "   actnn keep what the loss saves (the logits) in fp32, as ActNN does.)\n";
@@ -55,6 +67,7 @@ actc_status actc__policy_new(const char *spec, size_t state_bytes,
     strncpy(p->spec, spec, sizeof p->spec - 1);
     p->choose = choose;
     p->destroy = policy_destroy;
+    p->attention = -1;
     p->state = state;
     *out = p;
     return ACTC_OK;
@@ -167,6 +180,29 @@ static actc_status parse_division(const char *spec, const char *args, actc_polic
     return actc__policy_division(canon, block, bits, mode, tokens, out);
 }
 
+/* gact:L0|L1|B|fixB|CB1|CB2|CKPT */
+static actc_status parse_gact(const char *spec, const char *arg, actc_policy **out)
+{
+    int bits;
+    if (!strcasecmp(arg, "L0")) return actc__policy_fixed("gact:L0", &actc_codec_fp32, out);
+    if (!strcasecmp(arg, "L1")) return actc__policy_gact("gact:4", 4.0, 0, 0, -1, out);
+    if (!strcasecmp(arg, "CB1")) return actc__policy_gact("gact:CB1", 4.0, 0, 1, ACTC_ATTN_NAIVE, out);
+    if (!strcasecmp(arg, "CB2")) return actc__policy_gact("gact:CB2", 4.0, 0, 1, ACTC_ATTN_FLASH, out);
+    if (!strcasecmp(arg, "CKPT")) return actc__policy_gact("gact:CKPT", 32.0, 32, 1, ACTC_ATTN_NAIVE, out);
+    char canon[64];
+    if (!strncasecmp(arg, "fix", 3)) {
+        if (!parse_int(arg + 3, 1, 8, &bits)) return bad_spec(spec, "gact:fixB takes B = 1 to 8 bits");
+        snprintf(canon, sizeof canon, "gact:fix%d", bits);
+        return actc__policy_gact(canon, bits, bits, 0, -1, out);
+    }
+    char *end;
+    double b = strtod(arg, &end);
+    if (end == arg || *end || !(b >= 1.0 && b <= 8.0))
+        return bad_spec(spec, "gact takes L0, L1, CB1, CB2, CKPT, fixB or an average number of bits from 1 to 8");
+    snprintf(canon, sizeof canon, "gact:%g", b);
+    return actc__policy_gact(canon, b, 0, 0, -1, out);
+}
+
 actc_status actc__policy_create(const char *spec, actc_policy **out)
 {
     *out = NULL;
@@ -176,6 +212,7 @@ actc_status actc__policy_create(const char *spec, actc_policy **out)
     if (!strcasecmp(spec, "bf16")) return actc__policy_fixed("bf16", &actc_codec_bf16, out);
     if (!strncasecmp(spec, "quant:", 6)) return parse_quant(spec, spec + 6, out);
     if (!strncasecmp(spec, "actnn:", 6)) return parse_actnn(spec, spec + 6, out);
+    if (!strncasecmp(spec, "gact:", 5)) return parse_gact(spec, spec + 5, out);
     if (!strcasecmp(spec, "division")) return parse_division(spec, "", out);
     if (!strncasecmp(spec, "division:", 9))
         return spec[9] ? parse_division(spec, spec + 9, out) : bad_spec(spec, "no options after 'division:'");

@@ -21,6 +21,14 @@ out=$(ACTC_CONV=im2col $VALGRIND \
 if [ $rc -eq 0 ] && grep -q "test acc" <<<"$out"; then pass "valgrind clean over two training steps under division"
 else fail "valgrind, division (exit $rc)"; echo "$out" | tail -30; fi
 
+# GACT: the controller's sensitivity passes and re-allocation at every step
+# (the MLP: ResNet-20's 43 extra passes per step would take minutes here).
+out=$($VALGRIND $ACTC train --model mlp --compress gact:4 --adapt-interval 1 --estimate-samples 4 --train-images $D/img \
+      --train-labels $D/lab --test-images $D/img --test-labels $D/lab --batch 8 --epochs 1 --progress off 2>&1); rc=$?
+if [ $rc -eq 0 ] && grep -q "test acc" <<<"$out" && [ "$(grep -c "re-allocated" <<<"$out")" -eq 2 ]; then
+    pass "valgrind clean over two training steps under gact:4 (measuring at each)"
+else fail "valgrind, gact:4 (exit $rc)"; echo "$out" | tail -30; fi
+
 # A language model: two steps, validation, checkpoint, then generation from it.
 for ((i = 0; i < 40; i++)); do echo "In the beginning God created the heaven and the earth."; done > $D/text.txt
 LM="--layers 1 --width 16 --heads 2 --context 16 --batch 2"
@@ -35,4 +43,10 @@ out=$($VALGRIND $ACTC train --model gpt $LM --compress division --data text:$D/t
       --eval-tokens 64 --progress off 2>&1) && grep -q "bits per byte" <<<"$out" \
     && pass "valgrind clean over a language model's steps under division" \
     || { fail "valgrind, language model under division"; echo "$out" | tail -30; }
+# ... and under gact:CB2: recomputed segments with memory-efficient attention.
+out=$($VALGRIND $ACTC train --model gpt $LM --compress gact:CB2 --data text:$D/text.txt --epochs 1 --epoch-steps 2 \
+      --eval-tokens 64 --progress off 2>&1) && grep -q "bits per byte" <<<"$out" \
+    && grep -q "recomputed segments" <<<"$out" \
+    && pass "valgrind clean over a language model's steps under gact:CB2 (segments recomputed)" \
+    || { fail "valgrind, language model under gact:CB2"; echo "$out" | tail -30; }
 finish

@@ -1,0 +1,238 @@
+/* GACT's controller (paper sections 4.2 and 5.1): measures each saved
+ * tensor's sensitivity with Algorithm 1, re-allocates bits, and keeps the
+ * running gradient variance behind the variance alert.
+ *
+ * Algorithm 1 here: one reference pass g_0 and, per tensor l, one pass g_l
+ * with only l's rounding stream re-keyed; every tensor at GACT_EST_BITS in
+ * all of them, every pass on the same batch (a sub-batch of estimate_samples)
+ * and the same step number, so dropout masks and every other stream repeat.
+ * c_l = ||g_0 - g_l||^2 / 2 / S(GACT_EST_BITS): the difference of two
+ * independent roundings of tensor l has twice the variance one adds.  The
+ * passes run with the context's sensitivity_pass flag up, so batch norm does
+ * not move its running statistics L + 1 more times.
+ *
+ * The compression variance is measured on the sub-batch; a batch-mean
+ * gradient's variance falls as 1/batch, so the alert compares V(b) * n_est /
+ * n_batch with the overall variance: an exponential moving average of
+ * ||g_t - m_{t-1}||^2 with m the moving average of the gradients (the paper's
+ * "running mean of the gradient"). */
+#include "policy.h"
+#include "../autograd/autograd.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VAR_EMA 0.9      /* weight of the past in the running moments      */
+#define VAR_MIN_STEPS 10 /* gradients seen before the alert is judged      */
+
+struct actc_controller {
+    actc_ctx *ctx;
+    actc_tensor **params;
+    int n_params;
+    size_t P;                 /* parameter elements                        */
+    actc_controller_opts o;
+    uint64_t iter;
+    float *mean;              /* running mean gradient (adaptive policies) */
+    double overall;           /* running E||g - mean||^2; < 0 unknown      */
+    int seen;                 /* gradients in the running moments          */
+    double comp;              /* V(b) on the whole batch at the last adaptation */
+    double comp_sub;          /* the same on the sub-batch                 */
+    int est_n;                /* samples of the sensitivity passes         */
+    int adapted, alert_due, alert_ready;
+    char alert[512];
+};
+
+actc_controller_opts actc_controller_default_opts(void) { return (actc_controller_opts){1000, 8, 0.5}; }
+
+actc_controller *actc_controller_new(actc_ctx *ctx, actc_tensor **params, int n, const actc_controller_opts *o)
+{
+    actc_controller_opts d = o ? *o : actc_controller_default_opts();
+    if (!ctx || n < 0 || (n && !params)) {
+        actc_set_error(ACTC_ERR_INVALID, "actc_controller_new: NULL context or parameters");
+        return NULL;
+    }
+    if (d.adapt_interval < 1 || d.estimate_samples < 0 || !(d.alert_fraction > 0)) {
+        actc_set_error(ACTC_ERR_INVALID, "controller options: adapt_interval %llu (>= 1), estimate_samples %d "
+                                         "(>= 0), alert_fraction %g (> 0)",
+                       (unsigned long long)d.adapt_interval, d.estimate_samples, d.alert_fraction);
+        return NULL;
+    }
+    actc_controller *c = calloc(1, sizeof *c);
+    actc_tensor **pp = calloc((size_t)n + 1, sizeof *pp);
+    if (!c || !pp) {
+        free(c);
+        free(pp);
+        actc_set_error(ACTC_ERR_OOM, "out of memory for a controller");
+        return NULL;
+    }
+    if (n) memcpy(pp, params, (size_t)n * sizeof *pp);
+    for (int i = 0; i < n; i++) c->P += params[i]->numel;
+    c->ctx = ctx;
+    c->params = pp;
+    c->n_params = n;
+    c->o = d;
+    c->overall = -1;
+    return c;
+}
+
+void actc_controller_free(actc_controller *c)
+{
+    if (!c) return;
+    actc_mem_free(c->mean);
+    free(c->params);
+    free(c);
+}
+
+/* Drop the gradients (freed, not zeroed: they are not held through the
+ * forward pass), rewind the step, run fn; a failed fn leaves no tape. */
+static actc_status pass(actc_controller *c, actc_fwdbwd_fn fn, void *user, uint64_t step, int max_samples,
+                        int *samples)
+{
+    for (int i = 0; i < c->n_params; i++) actc_tensor_drop_grad(c->params[i]);
+    actc_ctx_set_step(c->ctx, step);
+    *samples = 0;
+    actc_status s = fn(c->ctx, user, max_samples, samples);
+    if (s != ACTC_OK) actc_ctx_reset(c->ctx);
+    return s;
+}
+
+/* sum over parameters of (grad - ref)^2, or copy the gradients into ref
+ * when copy is set (missing gradients count as zeros). */
+static double grad_diff(const actc_controller *c, float *ref, int copy)
+{
+    double d = 0;
+    size_t off = 0;
+    for (int i = 0; i < c->n_params; i++) {
+        const actc_tensor *p = c->params[i];
+        const float *g = p->grad ? p->grad->data : NULL;
+        float *r = ref + off;
+        const size_t n = p->numel;
+        if (copy) {
+            if (g) memcpy(r, g, n * sizeof *r);
+            else memset(r, 0, n * sizeof *r);
+        } else {
+#pragma omp parallel for reduction(+ : d) if (n > 65536)
+            for (size_t j = 0; j < n; j++) {
+                const double e = (double)(g ? g[j] : 0.0f) - r[j];
+                d += e * e;
+            }
+        }
+        off += n;
+    }
+    return d;
+}
+
+static actc_status estimate(actc_controller *c, actc_fwdbwd_fn fn, void *user)
+{
+    actc_policy *p = c->ctx->policy;
+    const uint64_t step = actc_ctx_step(c->ctx);
+    float *g0 = actc_mem_alloc(ACTC_MEM_SCRATCH, (c->P ? c->P : 1) * sizeof *g0);
+    uint64_t *keys = NULL;
+    double *cl = NULL;
+    if (!g0) return actc_last_status();
+    c->ctx->sensitivity_pass = 1;
+    actc__gact_estimate_mode(p, 1, 0, 0);
+    int n = 0, L = 0;
+    actc_status s = pass(c, fn, user, step, c->o.estimate_samples, &n);
+    if (s == ACTC_OK) {
+        grad_diff(c, g0, 1);
+        L = actc__gact_live_keys(p, NULL, 0);
+        keys = malloc((size_t)(L ? L : 1) * sizeof *keys);
+        cl = malloc((size_t)(L ? L : 1) * sizeof *cl);
+        if (!keys || !cl) s = actc_set_error(ACTC_ERR_OOM, "out of memory measuring sensitivities");
+        else actc__gact_live_keys(p, keys, L);
+        const double S = actc__quant_var_factor(GACT_EST_BITS);
+        for (int l = 0; s == ACTC_OK && l < L; l++) {
+            actc__gact_estimate_mode(p, 1, keys[l], 0x9E3779B97F4A7C15ULL + (uint64_t)l);
+            int nl = 0;
+            s = pass(c, fn, user, step, c->o.estimate_samples, &nl);
+            if (s == ACTC_OK) cl[l] = 0.5 * grad_diff(c, g0, 0) / S;
+        }
+    }
+    actc__gact_estimate_mode(p, 0, 0, 0);
+    c->ctx->sensitivity_pass = 0;
+    actc_ctx_set_step(c->ctx, step);
+    /* Committed only when every pass succeeded: no table of mixed ages. */
+    for (int l = 0; s == ACTC_OK && l < L; l++) actc__gact_set_sensitivity(p, keys[l], cl[l]);
+    free(keys);
+    free(cl);
+    actc_mem_free(g0);
+    if (s != ACTC_OK) return s;
+    if ((s = actc__gact_allocate(p)) != ACTC_OK) return s;
+    c->est_n = n;
+    c->comp_sub = actc__gact_variance(p);
+    c->adapted = 1;
+    c->alert_due = 1;
+    return ACTC_OK;
+}
+
+/* Running moments of the full-batch gradient, then the alert once due. */
+static actc_status track_variance(actc_controller *c, int n_batch)
+{
+    c->comp = c->est_n > 0 && n_batch > 0 ? c->comp_sub * c->est_n / n_batch : c->comp_sub;
+    if (!c->mean) {
+        c->mean = actc_mem_alloc(ACTC_MEM_OPTIM, (c->P ? c->P : 1) * sizeof *c->mean);
+        if (!c->mean) return actc_last_status();
+        grad_diff(c, c->mean, 1);
+        c->seen = 1;
+        return ACTC_OK;
+    }
+    const double d = grad_diff(c, c->mean, 0);
+    c->overall = c->overall < 0 ? d : VAR_EMA * c->overall + (1 - VAR_EMA) * d;
+    size_t off = 0;
+    for (int i = 0; i < c->n_params; i++) {
+        const actc_tensor *p = c->params[i];
+        const float *g = p->grad ? p->grad->data : NULL;
+        float *m = c->mean + off;
+        for (size_t j = 0; j < p->numel; j++) m[j] = (float)(VAR_EMA * m[j] + (1 - VAR_EMA) * (g ? g[j] : 0.0f));
+        off += p->numel;
+    }
+    c->seen++;
+    if (c->alert_due && c->seen > VAR_MIN_STEPS) {
+        c->alert_due = 0;
+        if (c->comp > c->o.alert_fraction * c->overall) {
+            snprintf(c->alert, sizeof c->alert,
+                     "compression variance %.4g is %.0f%% of the overall gradient variance %.4g (alert above "
+                     "%.0f%%): compression adds too much noise to the gradient; raise the bit budget (policy %s)",
+                     c->comp, 100.0 * c->comp / c->overall, c->overall, 100.0 * c->o.alert_fraction,
+                     actc_ctx_policy(c->ctx));
+            c->alert_ready = 1;
+        }
+    }
+    return ACTC_OK;
+}
+
+actc_status actc_controller_iterate(actc_controller *c, actc_fwdbwd_fn fn, void *user)
+{
+    if (!c || !fn) return actc_set_error(ACTC_ERR_INVALID, "actc_controller_iterate: NULL controller or function");
+    const int kind = actc__gact_kind(c->ctx->policy);
+    const uint64_t step = actc_ctx_step(c->ctx);
+    c->adapted = 0;
+    actc_status s = ACTC_OK;
+    if (kind && c->iter % c->o.adapt_interval == 0 && (s = estimate(c, fn, user)) != ACTC_OK) return s;
+    int n = 0;
+    if ((s = pass(c, fn, user, step, 0, &n)) != ACTC_OK) return s;
+    c->iter++;
+    return kind ? track_variance(c, n) : ACTC_OK;
+}
+
+int actc_controller_adapted(const actc_controller *c) { return c && c->adapted; }
+
+const char *actc_controller_take_alert(actc_controller *c)
+{
+    if (!c || !c->alert_ready) return NULL;
+    c->alert_ready = 0;
+    return c->alert;
+}
+
+void actc_controller_variances(const actc_controller *c, double *compression, double *overall)
+{
+    if (compression) *compression = c ? c->comp : 0;
+    if (overall) *overall = c ? c->overall : -1;
+}
+
+int actc_controller_tensors(const actc_controller *c, actc_saved_info *out, int cap)
+{
+    return c ? actc__gact_tensors(c->ctx->policy, out, cap) : 0;
+}

@@ -1,0 +1,230 @@
+/* GACT (Liu et al. 2022): every ACT save, whatever operator made it, goes
+ * through ActNN's per-group quantizer at a width chosen per tensor from its
+ * measured sensitivity c_l (paper section 4).
+ *
+ * Tensors are told apart by the store's stable key (scope, operator, save
+ * index, occurrence), not by save order, so a graph that changes between
+ * steps keeps each tensor's bits.  The widths come from the ladder 32 (fp32),
+ * 8, 4, 2, 1 by the greedy of bit_alloc.c and its local refinement: minimise sum_l c_l S(b_l) under
+ * sum_l b_l D_l <= budget * sum_l D_l, with S(b) = (2^b - 1)^-2 (S(32) is
+ * ~5e-20: fp32 adds no variance).
+ *
+ * The sensitivities are measured by the controller (gact_controller.c):
+ * during its passes every tensor is quantized at GACT_EST_BITS with its
+ * usual rounding stream except the one tensor being measured, whose stream
+ * is re-keyed.  Until the first measurement (a policy used without the
+ * controller) a tensor gets the budget rounded down to the ladder, and what
+ * the loss saves stays fp32, the way the measurement ends up anyway.
+ *
+ *   gact:fix4      every ACT tensor at 4 bits, the loss's too (the paper's
+ *                  "Fix 4bit" column); sensitivities are still measured, for
+ *                  inspection and the variance alert
+ *   gact:B         adaptive at an average of B bits (L1 = 4) */
+#include "policy.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const int k_ladder[] = {32, 8, 4, 2, 1};
+#define LADDER_LEVELS ((int)(sizeof k_ladder / sizeof k_ladder[0]))
+
+typedef struct {
+    uint64_t key;
+    actc_saved_info info;   /* op, scope, shape, c_l, bits, bytes          */
+    size_t D;               /* elements of the last save                   */
+    uint32_t pass;          /* estimation pass that last saw it            */
+} gact_tensor;
+
+typedef struct {
+    double budget;          /* average bits (adaptive); 0: fixed           */
+    int fixed_bits;         /* gact:fix4: 4                                */
+    gact_tensor *t;
+    int n, cap;
+    int estimating;         /* all tensors at GACT_EST_BITS                */
+    uint32_t pass;          /* current estimation pass id                  */
+    uint64_t perturb_key;   /* re-keyed tensor (0: none)                   */
+    uint64_t salt;
+} gact_state;
+
+static gact_tensor *find(gact_state *s, uint64_t key)
+{
+    for (int i = 0; i < s->n; i++)
+        if (s->t[i].key == key) return &s->t[i];
+    return NULL;
+}
+
+static int default_bits(const gact_state *s, const char *op)
+{
+    if (s->fixed_bits) return s->fixed_bits;
+    if (actc__is_loss_op(op)) return 32;
+    for (int k = 0; k < LADDER_LEVELS; k++)
+        if (k_ladder[k] <= s->budget) return k_ladder[k];
+    return 1;
+}
+
+static gact_tensor *get(gact_state *s, const actc_save_desc *d)
+{
+    gact_tensor *g = find(s, d->stable_key);
+    if (g) return g;
+    if (s->n == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 64;
+        gact_tensor *n = realloc(s->t, (size_t)cap * sizeof *n);
+        if (!n) return NULL;
+        s->t = n;
+        s->cap = cap;
+    }
+    g = &s->t[s->n++];
+    memset(g, 0, sizeof *g);
+    g->key = d->stable_key;
+    g->info.sensitivity = -1;
+    g->info.bits = default_bits(s, d->op);
+    return g;
+}
+
+static actc_status gact_choose(actc_policy *p, const actc_save_desc *d, const actc_codec **codec,
+                               actc_codec_args *args)
+{
+    gact_state *s = p->state;
+    gact_tensor *g = get(s, d);
+    if (!g) return actc_set_error(ACTC_ERR_OOM, "out of memory for GACT's tensor table");
+    snprintf(g->info.op, sizeof g->info.op, "%s", d->op);
+    snprintf(g->info.scope, sizeof g->info.scope, "%s", d->scope);
+    g->info.ndim = d->t->ndim;
+    memcpy(g->info.shape, d->t->shape, sizeof g->info.shape);
+    g->D = d->t->numel;
+    g->info.fp32_bytes = d->t->numel * sizeof(float);
+    g->pass = s->pass;
+    const int bits = s->estimating ? GACT_EST_BITS : g->info.bits;
+    if (bits >= 32) {
+        *codec = &actc_codec_fp32;
+    } else {
+        *codec = &actc_codec_quant;
+        args->bits = bits;
+        args->group = ACTC_QUANT_GROUP;
+    }
+    if (s->estimating && d->stable_key == s->perturb_key) args->key = actc_rng_key(args->key, s->salt, 0x5E45);
+    if (!s->estimating) g->info.stored_bytes = (*codec)->plan(args, d->t->data, d->t->numel);
+    return ACTC_OK;
+}
+
+static void gact_destroy(actc_policy *p)
+{
+    gact_state *s = p->state;
+    if (s) free(s->t);
+    free(s);
+    free(p);
+}
+
+actc_status actc__policy_gact(const char *spec, double budget, int fixed_bits, int segments, int attention,
+                              actc_policy **out)
+{
+    actc_status st = actc__policy_new(spec, sizeof(gact_state), gact_choose, out);
+    if (st != ACTC_OK) return st;
+    actc_policy *p = *out;
+    gact_state *s = p->state;
+    s->budget = budget;
+    s->fixed_bits = fixed_bits;
+    p->destroy = gact_destroy;
+    p->segments = segments;
+    p->attention = attention;
+    return ACTC_OK;
+}
+
+static gact_state *state_of(const actc_policy *p)
+{
+    return p && p->choose == gact_choose ? p->state : NULL;
+}
+
+int actc__gact_kind(const actc_policy *p)
+{
+    const gact_state *s = state_of(p);
+    /* gact:CKPT (everything fp32) has nothing to measure. */
+    return !s || s->fixed_bits >= 32 ? 0 : s->fixed_bits ? 1 : 2;
+}
+
+void actc__gact_estimate_mode(actc_policy *p, int on, uint64_t perturb_key, uint64_t salt)
+{
+    gact_state *s = state_of(p);
+    if (!s) return;
+    if (on && !s->estimating) s->pass++;
+    s->estimating = on;
+    s->perturb_key = perturb_key;
+    s->salt = salt;
+}
+
+int actc__gact_live_keys(const actc_policy *p, uint64_t *keys, int cap)
+{
+    const gact_state *s = state_of(p);
+    int n = 0;
+    for (int i = 0; s && i < s->n; i++)
+        if (s->t[i].pass == s->pass) {
+            if (n < cap) keys[n] = s->t[i].key;
+            n++;
+        }
+    return n;
+}
+
+void actc__gact_set_sensitivity(actc_policy *p, uint64_t key, double c)
+{
+    gact_state *s = state_of(p);
+    gact_tensor *g = s ? find(s, key) : NULL;
+    if (g) g->info.sensitivity = c;
+}
+
+actc_status actc__gact_allocate(actc_policy *p)
+{
+    gact_state *s = state_of(p);
+    if (!s || s->fixed_bits) return ACTC_OK;
+    int n = 0;
+    for (int i = 0; i < s->n; i++) n += s->t[i].pass == s->pass && s->t[i].info.sensitivity >= 0;
+    if (!n) return ACTC_OK;
+    double *w = malloc((size_t)n * sizeof *w), *c = malloc((size_t)n * sizeof *c);
+    uint8_t *bits = malloc((size_t)n);
+    int *idx = malloc((size_t)n * sizeof *idx);
+    actc_status st = ACTC_OK;
+    if (!w || !c || !bits || !idx) {
+        st = actc_set_error(ACTC_ERR_OOM, "out of memory allocating GACT's bits");
+        goto out;
+    }
+    double total = 0;
+    n = 0;
+    for (int i = 0; i < s->n; i++) {
+        const gact_tensor *g = &s->t[i];
+        if (g->pass != s->pass || g->info.sensitivity < 0) continue;
+        w[n] = g->info.sensitivity;
+        c[n] = (double)g->D;
+        total += (double)g->D;
+        idx[n++] = i;
+    }
+    st = actc__alloc_bits_ladder(n, w, c, k_ladder, LADDER_LEVELS, s->budget * total, bits);
+    if (st == ACTC_OK) actc__alloc_refine(n, w, c, k_ladder, LADDER_LEVELS, s->budget * total, bits);
+    for (int j = 0; st == ACTC_OK && j < n; j++) s->t[idx[j]].info.bits = bits[j];
+out:
+    free(w);
+    free(c);
+    free(bits);
+    free(idx);
+    return st;
+}
+
+double actc__gact_variance(const actc_policy *p)
+{
+    const gact_state *s = state_of(p);
+    double v = 0;
+    for (int i = 0; s && i < s->n; i++)
+        if (s->t[i].pass == s->pass && s->t[i].info.sensitivity > 0)
+            v += s->t[i].info.sensitivity * actc__quant_var_factor(s->t[i].info.bits);
+    return v;
+}
+
+int actc__gact_tensors(const actc_policy *p, actc_saved_info *out, int cap)
+{
+    const gact_state *s = state_of(p);
+    int n = 0;
+    for (int i = 0; s && i < s->n; i++) {
+        if (n < cap) out[n] = s->t[i].info;
+        n++;
+    }
+    return n;
+}
