@@ -6,7 +6,10 @@
 #   B: 3 steps, measuring once       = start-up + M + 3 s
 #   C: 3 steps, measuring every step = start-up + 3 M + 3 s
 # s = (B - A) / 2, M = (C - B) / 2; the overhead averaged over an adapt
-# interval of K steps is M / (K s).  Wall-clock: run it alone on the machine.
+# interval of K steps is M / (K s).  Times are the processes' CPU seconds
+# (user + system, OpenMP threads waiting passively), so other work on the
+# machine disturbs them less than wall-clock; CLOCK=wall measures wall-clock
+# (then run it alone).
 #
 # usage: bench/gact_overhead.sh [BUILD_DIR] [MODEL:BATCH ...]   (default resnet20:128 gpt-mini:16)
 #        POLICY=gact:4 ESTIMATE=8 INTERVAL=1000
@@ -19,12 +22,11 @@ policy=${POLICY:-gact:4}
 est=${ESTIMATE:-8}
 interval=${INTERVAL:-1000}
 run() { # model batch steps interval -> seconds
-    local t0 t1
-    t0=$(date +%s.%N)
-    "$build/actc" train --model "$1" --batch "$2" --compress "$policy" --max-steps "$3" --adapt-interval "$4" \
-        --estimate-samples "$est" --epoch-steps 1000 --progress off > /dev/null
-    t1=$(date +%s.%N)
-    awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }'
+    local TIMEFORMAT='%R %U %S' t
+    t=$( { time OMP_WAIT_POLICY=passive "$build/actc" train --model "$1" --batch "$2" --compress "$policy" \
+           --max-steps "$3" --adapt-interval "$4" --estimate-samples "$est" --epoch-steps 1000 --progress off \
+           > /dev/null; } 2>&1 | tail -1)
+    if [ "${CLOCK:-cpu}" = wall ]; then awk '{ print $1 }' <<<"$t"; else awk '{ print $2 + $3 }' <<<"$t"; fi
 }
 printf '%-14s %-8s %10s %14s %16s %22s\n' model policy "step (s)" "measure (s)" "= steps" "overhead at $interval"
 for cfg in $configs; do
