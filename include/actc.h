@@ -246,8 +246,9 @@ int actc_ctx_recording(const actc_ctx *ctx);
 int actc_ctx_wants_segments(const actc_ctx *ctx);
 /* The attention form the active policy asks for (ACTC_ATTN_FLASH or
  * ACTC_ATTN_NAIVE, see the models section), or model_default when it asks
- * for none (every policy but gact:CB1 and gact:CKPT, textbook, and
- * gact:CB2, memory-efficient). */
+ * for none.  The gact levels ask for the textbook form (GACT's L1 and CB1
+ * save the softmax's probabilities), gact:CB2 for the memory-efficient one;
+ * every other policy asks for none. */
 int actc_ctx_attention(const actc_ctx *ctx, int model_default);
 
 /* Segment checkpointing (gradient checkpointing, Chen et al. 2016).
@@ -443,7 +444,9 @@ actc_tensor *actc_flatten(actc_ctx *ctx, actc_tensor *x);
 /* Mean softmax cross-entropy of logits[N,K] against integer labels[N] (values
  * in [0,K), or ignore_index to skip a row; pass -1 for none).  Returns a
  * scalar tensor.  If n_correct is not NULL it receives the count of rows whose
- * argmax equals the label. */
+ * argmax equals the label.  Saves the probabilities softmax(logits) for
+ * backward (an ACT save: policies may round them; the gradient is linear in
+ * them, so stochastic rounding keeps it unbiased). */
 actc_tensor *actc_cross_entropy(actc_ctx *ctx, actc_tensor *logits, const int32_t *labels,
                                 int ignore_index, int *n_correct);
 

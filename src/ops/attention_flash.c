@@ -10,7 +10,11 @@
  * L = m + log(l) [B, H, T] (EXACT: backward exponentiates against it, so an
  * error there would scale whole rows of P).  When the policy stored Q or K
  * lossy, L no longer matches them and backward recomputes it from the
- * decoded Q and K first (see flash_backward).  Backward recomputes
+ * decoded Q and K first (see flash_backward).  Even so, P recomputed from
+ * rounded Q and K is biased (exp of a noisy score): at 4 bits llama-mini
+ * trains ~1 bpb worse than with the textbook form, whose saved P rounds
+ * without bias (bench/RESULTS.md); the gact levels therefore ask for the
+ * textbook form.  Backward recomputes
  * P = exp(scale Q K^T - L) block by block:
  *   D_i = rowsum(dO_i O_i),  dP = dO V^T,  dS = P (dP - D),
  *   dV += P^T dO,  dQ += scale dS K,  dK += scale dS^T Q.

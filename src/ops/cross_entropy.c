@@ -6,12 +6,16 @@
  * the loss is 0 with a zero gradient (PyTorch gives NaN, which would stop
  * training on a batch that is all padding).
  *
- * Backward: dz_r = g/R * (softmax(z_r) - onehot(label_r)).  The logits are
- * saved as ACT (the policy decides how to store them) and the softmax is
- * recomputed from them; the labels are integers owned by the caller, so the
- * node keeps its own copy in node->user. */
+ * Backward: dz_r = g/R * (softmax(z_r) - onehot(label_r)).  Forward saves
+ * the probabilities softmax(z) as ACT (the policy decides how to store
+ * them), not the logits: the gradient is linear in them, so rounding them
+ * stochastically keeps it unbiased, where a softmax recomputed from rounded
+ * logits is biased (exp of a noisy logit; 4-bit logits cost llama-mini
+ * measurably, bench/RESULTS.md).  They are computed exactly as backward
+ * used to recompute them, so uncompressed gradients did not change by a
+ * bit.  The labels are integers owned by the caller, so the node keeps its
+ * own copy in node->user. */
 #include "ops.h"
-#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,11 +23,11 @@
 static actc_status ce_backward(actc_ctx *ctx, actc_node *node)
 {
     actc_tensor *x = node->inputs[0];
-    actc_tensor *z = actc_load(ctx, node, 0);
-    if (!z) return actc_last_status();
+    actc_tensor *p = actc_load(ctx, node, 0);
+    if (!p) return actc_last_status();
     float *gx = actc_grad_of(ctx, x);
     if (!gx) {
-        actc_tensor_release(z);
+        actc_tensor_release(p);
         return x->requires_grad ? ACTC_ERR_OOM : ACTC_OK;
     }
     const int N = x->shape[0], K = x->shape[1], ignore = node->iattr[1];
@@ -31,22 +35,17 @@ static actc_status ce_backward(actc_ctx *ctx, actc_node *node)
     const int32_t *labels = node->user;
     if (counted > 0) {
         const float g = node->output->grad->data[0] / (float)counted;
-        const float *zd = z->data;
+        const float *pd = p->data;
 #pragma omp parallel for schedule(static) if ((size_t)N * K > 16384)
         for (int r = 0; r < N; r++) {
             if (labels[r] == ignore) continue;
-            const float *zr = zd + (size_t)r * K;
+            const float *pr = pd + (size_t)r * K;
             float *gr = gx + (size_t)r * K;
-            float mx = -FLT_MAX;
-            for (int j = 0; j < K; j++) mx = zr[j] > mx ? zr[j] : mx;
-            double s = 0.0;
-            for (int j = 0; j < K; j++) s += exp((double)(zr[j] - mx));
-            const double inv = 1.0 / s;
-            for (int j = 0; j < K; j++) gr[j] += g * (float)(exp((double)(zr[j] - mx)) * inv);
+            for (int j = 0; j < K; j++) gr[j] += g * pr[j];
             gr[labels[r]] -= g;
         }
     }
-    actc_tensor_release(z);
+    actc_tensor_release(p);
     return ACTC_OK;
 }
 
@@ -83,6 +82,17 @@ actc_tensor *actc_cross_entropy(actc_ctx *ctx, actc_tensor *logits, const int32_
         actc_set_error(ACTC_ERR_OOM, "cross_entropy: out of memory for %d row losses", N);
         return NULL;
     }
+    /* The probabilities only when they will be saved (the condition under
+     * which actc_node_new2 records a node); ignored rows stay 0. */
+    const int keep = actc_ctx_recording(ctx) && logits->requires_grad;
+    actc_tensor *probs = keep ? actc_tensor_new(ACTC_MEM_SCRATCH, 2, logits->shape) : NULL;
+    if (keep && !probs) {
+        free(row_loss);
+        actc_tensor_release(y);
+        return NULL;
+    }
+    float *pd = probs ? probs->data : NULL;
+    if (pd) memset(pd, 0, logits->numel * sizeof *pd);
     int correct = 0;
 #pragma omp parallel for schedule(static) reduction(+ : correct) if ((size_t)N * K > 16384)
     for (int r = 0; r < N; r++) {
@@ -100,6 +110,11 @@ actc_tensor *actc_cross_entropy(actc_ctx *ctx, actc_tensor *logits, const int32_
         for (int j = 0; j < K; j++) s += exp((double)(zr[j] - mx));
         row_loss[r] = (double)mx + log(s) - (double)zr[labels[r]];
         correct += am == labels[r];
+        if (pd) {
+            const double inv = 1.0 / s;
+            float *pr = pd + (size_t)r * K;
+            for (int j = 0; j < K; j++) pr[j] = (float)(exp((double)(zr[j] - mx)) * inv);
+        }
     }
     double total = 0.0;
     for (int r = 0; r < N; r++) total += row_loss[r];
@@ -108,20 +123,28 @@ actc_tensor *actc_cross_entropy(actc_ctx *ctx, actc_tensor *logits, const int32_
     if (n_correct) *n_correct = correct;
 
     actc_node *node;
-    if (!actc__op_record(ctx, "cross_entropy", ce_backward, y, 1, &logits, &node)) return NULL;
+    if (!actc__op_record(ctx, "cross_entropy", ce_backward, y, 1, &logits, &node)) {
+        actc_tensor_release(probs);
+        return NULL;
+    }
     if (node) {
         node->iattr[0] = counted;
         node->iattr[1] = ignore_index;
         int32_t *copy = malloc((size_t)N * sizeof *copy);
         if (!copy) {
             actc_tensor_release(y);
+            actc_tensor_release(probs);
             actc_set_error(ACTC_ERR_OOM, "cross_entropy: out of memory copying %d labels", N);
             return NULL;
         }
         memcpy(copy, labels, (size_t)N * sizeof *copy);
         node->user = copy;
         node->user_free = free;
-        OP_SAVE(ctx, node, logits, ACTC_SAVE_ACT, y);
+        if (actc_save(ctx, node, probs, ACTC_SAVE_ACT) != ACTC_OK) {
+            actc_tensor_release(y);
+            y = NULL;
+        }
     }
+    actc_tensor_release(probs); /* the store holds its own reference */
     return y;
 }

@@ -1,7 +1,7 @@
 /* DIVISION's policy (Wang et al., ICLR 2023, appendix I): the dual-precision
  * codec for the ACT tensors saved by linear, convolution and normalisation
  * layers; every other ACT save (attention, GELU/SiLU, softmax, element-wise
- * products, the loss's logits) stays fp32, and ReLU/dropout masks and
+ * products, the loss's probabilities) stays fp32, and ReLU/dropout masks and
  * max-pool indices keep their lossless compact forms as for every policy
  * (appendix J).
  *

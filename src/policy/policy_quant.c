@@ -5,7 +5,7 @@
  *   actnn:L1             4 bits for the inputs saved by convolutions only
  *   actnn:L2             4 bits for every ACT save but the loss's
  * ActNN never replaces the loss layer, so these policies keep what the loss
- * saves (the logits, a few values per sample) in fp32: quant:B is then
+ * saves (the probabilities, a few values per sample) in fp32: quant:B is then
  * exactly ActNN's L2 at B bits, and per-group vs per-tensor and fixed vs
  * mixed precision compare on the same tensors. */
 #include "policy.h"

@@ -31,7 +31,8 @@ static const char *const g_list =
     "  gact:L1, gact:4    GACT: every ACT tensor of any operator through the per-group\n"
     "                    quantizer, 32/8/4/2/1 bits per tensor chosen from its measured\n"
     "                    sensitivity, 4 bits per element on average (the controller\n"
-    "                    re-measures every --adapt-interval steps)\n"
+    "                    re-measures every --adapt-interval steps); transformers\n"
+    "                    use the textbook attention, which saves the probabilities\n"
     "  gact:3, gact:2    the same at 3 or 2 bits on average (gact:X, 1 <= X <= 8)\n"
     "  gact:fix4         every ACT tensor at 4 bits, the loss's too (gact:fixB, B = 1..8)\n"
     "  gact:CB1          gact:4 + segment checkpointing (one segment per residual or\n"
@@ -42,7 +43,7 @@ static const char *const g_list =
     "  gact:L0           no compression (= none)\n"
     "  (MASK and INDEX saves are always stored compactly and losslessly: ReLU and\n"
     "   dropout keep 1 bit per element, max-pool a uint8 window index.  quant and\n"
-    "   actnn keep what the loss saves (the logits) in fp32, as ActNN does.)\n";
+    "   actnn keep what the loss saves (the probabilities) in fp32, as ActNN does.)\n";
 
 const char *actc_policy_list(void) { return g_list; }
 
@@ -185,7 +186,7 @@ static actc_status parse_gact(const char *spec, const char *arg, actc_policy **o
 {
     int bits;
     if (!strcasecmp(arg, "L0")) return actc__policy_fixed("gact:L0", &actc_codec_fp32, out);
-    if (!strcasecmp(arg, "L1")) return actc__policy_gact("gact:4", 4.0, 0, 0, -1, out);
+    if (!strcasecmp(arg, "L1")) return actc__policy_gact("gact:4", 4.0, 0, 0, ACTC_ATTN_NAIVE, out);
     if (!strcasecmp(arg, "CB1")) return actc__policy_gact("gact:CB1", 4.0, 0, 1, ACTC_ATTN_NAIVE, out);
     if (!strcasecmp(arg, "CB2")) return actc__policy_gact("gact:CB2", 4.0, 0, 1, ACTC_ATTN_FLASH, out);
     if (!strcasecmp(arg, "CKPT")) return actc__policy_gact("gact:CKPT", 32.0, 32, 1, ACTC_ATTN_NAIVE, out);
@@ -193,14 +194,14 @@ static actc_status parse_gact(const char *spec, const char *arg, actc_policy **o
     if (!strncasecmp(arg, "fix", 3)) {
         if (!parse_int(arg + 3, 1, 8, &bits)) return bad_spec(spec, "gact:fixB takes B = 1 to 8 bits");
         snprintf(canon, sizeof canon, "gact:fix%d", bits);
-        return actc__policy_gact(canon, bits, bits, 0, -1, out);
+        return actc__policy_gact(canon, bits, bits, 0, ACTC_ATTN_NAIVE, out);
     }
     char *end;
     double b = strtod(arg, &end);
     if (end == arg || *end || !(b >= 1.0 && b <= 8.0))
         return bad_spec(spec, "gact takes L0, L1, CB1, CB2, CKPT, fixB or an average number of bits from 1 to 8");
     snprintf(canon, sizeof canon, "gact:%g", b);
-    return actc__policy_gact(canon, b, 0, 0, -1, out);
+    return actc__policy_gact(canon, b, 0, 0, ACTC_ATTN_NAIVE, out);
 }
 
 actc_status actc__policy_create(const char *spec, actc_policy **out)
