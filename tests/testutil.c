@@ -220,3 +220,14 @@ float *tu_dup_floats(const float *p, size_t n)
     memcpy(d, p, n * sizeof *d);
     return d;
 }
+
+double tu_mean_rel_err(const double *sum, int count, const double *exact, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t j = 0; j < n; j++) {
+        const double d = sum[j] / count - exact[j];
+        num += d * d;
+        den += exact[j] * exact[j];
+    }
+    return sqrt(num / den);
+}

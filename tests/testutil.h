@@ -47,6 +47,9 @@ void tu_fill_distinct(actc_tensor *t, uint64_t seed, float lo, float hi, float m
 actc_tensor *tu_rand(int ndim, const int *shape, uint64_t seed, float lo, float hi, int requires_grad);
 /* Max absolute difference of two same-shaped arrays. */
 double tu_max_abs_diff(const float *a, const float *b, size_t n);
+/* ||sum / count - exact|| / ||exact|| over n values: how far the mean of
+ * count gradients (their sum given) is from the exact gradient. */
+double tu_mean_rel_err(const double *sum, int count, const double *exact, size_t n);
 /* A malloc'ed copy of n floats (free it). */
 float *tu_dup_floats(const float *p, size_t n);
 /* Bytes of every memory category live now (actc_mem_stats.current_total):

@@ -38,9 +38,10 @@
  * (1..3), iparam[3] = layout; ndim/shape the tensor's.  A shape that does
  * not describe n elements is one 1-D plane of n.
  *
- * Randomness: plane p rounds with the quantizer's hash seeded by
- * actc_rng_key(key, p, tag), element i of the plane drawing from seed + i;
- * the bytes do not depend on the thread count. */
+ * Randomness: the quantizer's hash over the tensor in plane order, element
+ * m of plane p drawing from seed + p M + m (seed = actc_rng_key(key, 0,
+ * tag); one stream, so a chunk of planes rounds in one loop); the bytes do
+ * not depend on the thread count. */
 #include "codec.h"
 #include "quant_kernels.h"
 #include "../core/core.h"
@@ -69,7 +70,6 @@ typedef struct {
     int q, mode;
     size_t meta_sz, lfc_sz, code_sz; /* bytes per plane of each section       */
     size_t cp;            /* small planes: planes per chunk                    */
-    const int32_t *blk;   /* small planes: chunk_block_map                     */
 } dview;
 
 static size_t cdiv(size_t a, size_t b) { return (a + b - 1) / b; }
@@ -197,70 +197,149 @@ static void walk(const dview *v, const float *src, float *dst, size_t xoff, cons
  * A strided plane (tokens) is gathered first.  Pooling sums whole map rows
  * into column sums (vector adds), then the columns of each block. */
 
-/* Pooled means of a contiguous plane: bf16 into lfc, their bf16 values as
- * floats into lfcf (what the residual and the decoder use). */
-DIV_INLINE void pool_contig(const dview *v, const float *x, uint16_t *lfc, float *lfcf)
+/* Sum, minimum and maximum of x[0..n) (NaNs left out of the minimum and
+ * maximum), in 16 lanes so the loops vectorise.  The inner loops are kept
+ * as loops (GCC would unroll them whole, then fail to vectorise). */
+#define DIV_LANES 16
+DIV_INLINE void stats(const float *x, size_t n, float *sum, float *mn, float *mx)
 {
+    float s[DIV_LANES], a[DIV_LANES], b[DIV_LANES];
+#pragma GCC unroll 1
+    for (int l = 0; l < DIV_LANES; l++) s[l] = 0.0f, a[l] = INFINITY, b[l] = -INFINITY;
+    size_t i = 0;
+    for (; i + DIV_LANES <= n; i += DIV_LANES)
+#pragma GCC unroll 1
+        for (int l = 0; l < DIV_LANES; l++) {
+            const float v = x[i + l];
+            s[l] += v;
+            a[l] = v < a[l] ? v : a[l];
+            b[l] = v > b[l] ? v : b[l];
+        }
+#pragma GCC unroll 1
+    for (size_t l = 0; l < n - i; l++) {
+        const float v = x[i + l];
+        s[l] += v;
+        a[l] = v < a[l] ? v : a[l];
+        b[l] = v > b[l] ? v : b[l];
+    }
+    float ss = 0.0f, aa = INFINITY, bb = -INFINITY;
+    for (int l = 0; l < DIV_LANES; l++) {
+        ss += s[l];
+        aa = a[l] < aa ? a[l] : aa;
+        bb = b[l] > bb ? b[l] : bb;
+    }
+    *sum = ss, *mn = aa, *mx = bb;
+}
+
+/* Pooled means of a contiguous plane: bf16 into lfc, their bf16 values as
+ * floats into lfcf (what the residual and the decoder use).  Also the range
+ * of the residual x - upsample(lfcf) over the plane, NaNs ignored as
+ * actc__quant_minmax does, from each block's minimum and maximum of x:
+ * fl(a - l) is monotone in a, so a block's smallest residual is exactly
+ * fl(min x - l), and the quantizer's parameters are known before the
+ * residual is formed.  A plane that is one block is summed flat; others sum
+ * map rows into column sums (vector adds), then the columns of each block.
+ * With over set, the row loops run to a multiple of DIV_LANES columns,
+ * reading into the next row (columns past d2 are never used): map rows of
+ * 7-28 elements otherwise leave most of the work to scalar loop tails.  The
+ * caller sets it when DIV_LANES floats past the plane may be read. */
+DIV_INLINE void pool_contig(const dview *v, const float *x, int over, uint16_t *lfc, float *lfcf, float *mn,
+                            float *mx)
+{
+    if (v->nb == 1) {
+        float sum, a, b;
+        stats(x, v->M, &sum, &a, &b);
+        lfc[0] = actc__f32_to_bf16(sum / (float)v->M);
+        lfcf[0] = actc__bf16_to_f32(lfc[0]);
+        *mn = a - lfcf[0], *mx = b - lfcf[0];
+        return;
+    }
     const size_t d1 = v->d[1], d2 = v->d[2], b2 = v->b[2];
-    float col[DIV_STACK_PLANE];
+    const size_t w = over ? (d2 + DIV_LANES - 1) / DIV_LANES * DIV_LANES : d2;
+    float col[DIV_STACK_PLANE + DIV_LANES], cmn[DIV_STACK_PLANE + DIV_LANES], cmx[DIV_STACK_PLANE + DIV_LANES];
+    float rmn = INFINITY, rmx = -INFINITY;
     size_t blk = 0;
     for (size_t i0 = 0; i0 < v->d[0]; i0 += v->b[0])
         for (size_t j0 = 0; j0 < d1; j0 += v->b[1]) {
             const size_t i1 = actc__min_sz(i0 + v->b[0], v->d[0]), j1 = actc__min_sz(j0 + v->b[1], d1);
-            const float *first = x + (i0 * d1 + j0) * d2;
-            for (size_t k = 0; k < d2; k++) col[k] = first[k];
+            for (size_t k = 0; k < w; k++) col[k] = 0.0f, cmn[k] = INFINITY, cmx[k] = -INFINITY;
             for (size_t i = i0; i < i1; i++)
-                for (size_t j = i == i0 ? j0 + 1 : j0; j < j1; j++) {
+                for (size_t j = j0; j < j1; j++) {
                     const float *row = x + (i * d1 + j) * d2;
-                    for (size_t k = 0; k < d2; k++) col[k] += row[k];
+                    for (size_t k = 0; k < w; k++) {
+                        col[k] += row[k];
+                        cmn[k] = row[k] < cmn[k] ? row[k] : cmn[k];
+                        cmx[k] = row[k] > cmx[k] ? row[k] : cmx[k];
+                    }
                 }
             const float rows = (float)((i1 - i0) * (j1 - j0));
             for (size_t k0 = 0; k0 < d2; k0 += b2, blk++) {
                 const size_t k1 = actc__min_sz(k0 + b2, d2);
-                float acc = 0.0f;
-                for (size_t k = k0; k < k1; k++) acc += col[k];
+                float acc = 0.0f, bmn = INFINITY, bmx = -INFINITY;
+                for (size_t k = k0; k < k1; k++) {
+                    acc += col[k];
+                    bmn = cmn[k] < bmn ? cmn[k] : bmn;
+                    bmx = cmx[k] > bmx ? cmx[k] : bmx;
+                }
                 lfc[blk] = actc__f32_to_bf16(acc / (rows * (float)(k1 - k0)));
                 lfcf[blk] = actc__bf16_to_f32(lfc[blk]);
+                const float lo = bmn - lfcf[blk], hi = bmx - lfcf[blk];
+                rmn = lo < rmn ? lo : rmn;
+                rmx = hi > rmx ? hi : rmx;
             }
         }
+    *mn = rmn, *mx = rmx;
 }
 
-/* The block of every element of a chunk of v->cp planes: plane j's element
- * m pairs with pooled value j * nb + (block of m), so one flat loop over a
- * chunk upsamples (it vectorises as a gather; rows of 7-28 elements left
- * most of the work to scalar loop tails). */
-static void chunk_block_map(const dview *v, int32_t *blk)
+/* What map_plane computes per element, l being the element's pooled value:
+ *   MAP_RESIDUAL  y = ((x - l) - z) * c   the residual scaled for the
+ *                                         quantizer (z = Z, c = B / R)
+ *   MAP_DECODE    y = (z + q * c) + l      dequantized code plus LFC
+ *                                         (z = Z, c = R / B)
+ *   MAP_LFC       y = l                    the LFC alone
+ * The expressions are the quantizer's own, so the codes and the decoded
+ * values are what quantizing the residual as an array would give. */
+enum { MAP_RESIDUAL, MAP_DECODE, MAP_LFC };
+
+DIV_INLINE float map_one(const int op, float x, uint8_t q, float z, float c, float l)
 {
-    size_t m = 0;
-    for (size_t i = 0; i < v->d[0]; i++)
-        for (size_t j = 0; j < v->d[1]; j++) {
-            const size_t row = (i / v->b[0] * v->nbk[1] + j / v->b[1]) * v->nbk[2];
-            for (size_t k = 0; k < v->d[2]; k++) blk[m++] = (int32_t)(row + k / v->b[2]);
-        }
-    for (size_t t = v->M; t < v->cp * v->M; t++) blk[t] = blk[t - v->M] + (int32_t)v->nb;
+    return op == MAP_RESIDUAL ? ((x - l) - z) * c : op == MAP_DECODE ? (z + (float)q * c) + l : l;
 }
 
-/* y = x + sign * upsample(lfcf) over np planes of a chunk (x NULL: zeros).
- * Maps no larger than B (one block per plane) need no block map. */
-DIV_INLINE void upsample_add(const dview *v, const float *lfcf, const float *x, float *y, size_t np, float sign)
+/* One contiguous plane, band by band (the rows that share a row of
+ * blocks; for a given i they are consecutive), each band one loop.  When a
+ * row is one block the band has one pooled value; otherwise its upsampled
+ * values are built once per band (a row of blocks, repeated by doubling). */
+DIV_INLINE void map_plane(const dview *v, const int op, const float *lfcf, const float *x, const uint8_t *q, float z,
+                          float c, float *y)
 {
-    const size_t M = v->M, L = np * M;
-    if (v->nb == 1) {
-        for (size_t j = 0; j < np; j++) {
-            const float l = sign * lfcf[j];
-            float *yj = y + j * M;
-            if (x)
-                for (size_t m = 0; m < M; m++) yj[m] = x[j * M + m] + l;
-            else
-                for (size_t m = 0; m < M; m++) yj[m] = l;
+    const size_t d1 = v->d[1], d2 = v->d[2], b2 = v->b[2];
+    float u[DIV_STACK_PLANE];
+    for (size_t i0 = 0, bi = 0; i0 < v->d[0]; i0 += v->b[0], bi++)
+        for (size_t j0 = 0, bj = 0; j0 < d1; j0 += v->b[1], bj++) {
+            const size_t i1 = actc__min_sz(i0 + v->b[0], v->d[0]), j1 = actc__min_sz(j0 + v->b[1], d1);
+            const float *lr = lfcf + (bi * v->nbk[1] + bj) * v->nbk[2];
+            const size_t len = (j1 - j0) * d2;
+            if (v->nbk[2] == 1) {
+                const float l = lr[0];
+                for (size_t i = i0; i < i1; i++) {
+                    const size_t o = (i * d1 + j0) * d2;
+                    for (size_t k = 0; k < len; k++)
+                        y[o + k] = map_one(op, x ? x[o + k] : 0.0f, q ? q[o + k] : 0, z, c, l);
+                }
+                continue;
+            }
+            for (size_t k0 = 0, b = 0; k0 < d2; k0 += b2, b++) {
+                const size_t k1 = actc__min_sz(k0 + b2, d2);
+                for (size_t k = k0; k < k1; k++) u[k] = lr[b];
+            }
+            for (size_t have = d2; have < len; have *= 2) memcpy(u + have, u, actc__min_sz(have, len - have) * sizeof *u);
+            for (size_t i = i0; i < i1; i++) {
+                const size_t o = (i * d1 + j0) * d2;
+                for (size_t k = 0; k < len; k++)
+                    y[o + k] = map_one(op, x ? x[o + k] : 0.0f, q ? q[o + k] : 0, z, c, u[k]);
+            }
         }
-        return;
-    }
-    const int32_t *blk = v->blk;
-    if (x)
-        for (size_t t = 0; t < L; t++) y[t] = x[t] + sign * lfcf[blk[t]];
-    else
-        for (size_t t = 0; t < L; t++) y[t] = sign * lfcf[blk[t]];
 }
 
 /* Strided (token) planes [p, p + np) into / out of contiguous g (plane j
@@ -291,14 +370,19 @@ DIV_INLINE void scatter_planes(const dview *v, const float *g, size_t p, size_t 
     }
 }
 
-/* Planes [p0, p1) in chunks of v->cp planes: pooling per plane, then the
- * residual of the whole chunk in one loop and its quantization in one call. */
+/* Planes [p0, p1) in chunks of v->cp planes: pooling plane by plane (which
+ * also gives each residual's range), the chunk's quantizer parameters in
+ * one call, the residuals already scaled plane by plane, then the chunk's
+ * codes in one loop and their packing. */
 QK_CLONES static void encode_small(const dview *v, const dsections *sec, const float *x, size_t p0, size_t p1,
-                                   uint64_t key)
+                                   uint32_t seed)
 {
-    float g[DIV_STACK_PLANE], res[DIV_STACK_PLANE], lfcf[DIV_STACK_PLANE];
+    /* g: DIV_LANES floats of slack for pool_contig's reads past a plane. */
+    float g[DIV_STACK_PLANE + DIV_LANES], u[DIV_STACK_PLANE], lfcf[DIV_STACK_PLANE], mn[DIV_STACK_PLANE],
+        mx[DIV_STACK_PLANE];
+    actc__qparams qp[DIV_STACK_PLANE];
+    uint8_t q[DIV_STACK_PLANE];
     uint16_t own[DIV_STACK_PLANE];
-    uint32_t seeds[DIV_STACK_PLANE];
     const size_t M = v->M, nb = v->nb;
     for (size_t p = p0; p < p1; p += v->cp) {
         const size_t np = actc__min_sz(v->cp, p1 - p);
@@ -309,12 +393,17 @@ QK_CLONES static void encode_small(const dview *v, const dsections *sec, const f
         }
         /* HFC alone still needs the pooled means for its residual. */
         uint16_t *lfc = v->lfc_sz ? sec->lfc + p * nb : own;
-        for (size_t j = 0; j < np; j++) pool_contig(v, xc + j * M, lfc + j * nb, lfcf + j * nb);
+        for (size_t j = 0; j < np; j++) {
+            /* Past the tensor's end nothing may be read. */
+            const int over = v->stride != 1 || (planes(v) - (p + j + 1)) * M >= DIV_LANES;
+            pool_contig(v, xc + j * M, over, lfc + j * nb, lfcf + j * nb, mn + j, mx + j);
+        }
         if (v->mode == ACTC_DIV_LFC_ONLY) continue;
-        upsample_add(v, lfcf, xc, res, np, -1.0f);
-        for (size_t j = 0; j < np; j++) seeds[j] = (uint32_t)actc_rng_key(key, p + j, DIV_TAG);
-        actc__quant_encode_runs(res, np, M, v->q, seeds, sec->meta + p * ACTC_QUANT_META,
-                                sec->codes + p * v->code_sz);
+        actc__quant_meta_runs(mn, mx, np, v->q, sec->meta + p * ACTC_QUANT_META, qp);
+        for (size_t j = 0; j < np; j++)
+            map_plane(v, MAP_RESIDUAL, lfcf + j * nb, xc + j * M, NULL, qp[j].z, qp[j].scale, u + j * M);
+        actc__quant_round(u, np * M, v->q, seed + (uint32_t)(p * M), q);
+        actc__quant_pack_runs(q, np, M, v->q, sec->codes + p * v->code_sz);
     }
 }
 
@@ -323,22 +412,27 @@ QK_CLONES static void decode_small(const dview *v, const dsections *sec, size_t 
                                    size_t off)
 {
     float buf[DIV_STACK_PLANE], lfcf[DIV_STACK_PLANE];
+    actc__qparams qp[DIV_STACK_PLANE];
+    uint8_t q[DIV_STACK_PLANE];
     const size_t M = v->M, nb = v->nb;
     for (size_t p = p0; p < p1; p += v->cp) {
         const size_t np = actc__min_sz(v->cp, p1 - p);
         float *y = v->stride == 1 ? dst + (p * M - off) : buf;
-        if (v->mode == ACTC_DIV_LFC_ONLY) {
-            const uint16_t *lfc = sec->lfc + p * nb;
-            for (size_t b = 0; b < np * nb; b++) lfcf[b] = actc__bf16_to_f32(lfc[b]);
-            upsample_add(v, lfcf, NULL, y, np, 1.0f);
-        } else if (v->mode == ACTC_DIV_HFC_ONLY) {
+        if (v->mode == ACTC_DIV_HFC_ONLY) {
             actc__quant_decode_runs(sec->codes + p * v->code_sz, np, M, v->q, sec->meta + p * ACTC_QUANT_META, y);
         } else {
             const uint16_t *lfc = sec->lfc + p * nb;
             for (size_t b = 0; b < np * nb; b++) lfcf[b] = actc__bf16_to_f32(lfc[b]);
-            /* Codes into buf, then buf + LFC into y (dst, or buf itself). */
-            actc__quant_decode_runs(sec->codes + p * v->code_sz, np, M, v->q, sec->meta + p * ACTC_QUANT_META, buf);
-            upsample_add(v, lfcf, buf, y, np, 1.0f);
+            if (v->mode == ACTC_DIV_FULL) {
+                actc__quant_unpack_runs(sec->codes + p * v->code_sz, np, M, v->q, q);
+                actc__quant_params_runs(sec->meta + p * ACTC_QUANT_META, np, v->q, qp);
+            }
+            for (size_t j = 0; j < np; j++) {
+                if (v->mode == ACTC_DIV_LFC_ONLY)
+                    map_plane(v, MAP_LFC, lfcf + j * nb, NULL, NULL, 0.0f, 0.0f, y + j * M);
+                else
+                    map_plane(v, MAP_DECODE, lfcf + j * nb, NULL, q + j * M, qp[j].z, qp[j].step, y + j * M);
+            }
         }
         if (v->stride != 1) scatter_planes(v, y, p, np, dst, off);
     }
@@ -376,9 +470,8 @@ static void encode_large(const dview *v, const dsections *sec, const float *xp, 
         for (size_t m = 0; m < v->M; m += DIV_TILE) {
             const size_t len = actc__min_sz(DIV_TILE, v->M - m);
             walk(v, xp, NULL, 0, lfc, m, len, buf);
-            /* Element m + i of the plane draws from seed + m + i, as in one
-             * call over the whole plane. */
-            actc__quant_pack(buf, len, qp, seed + (uint32_t)m, codes + actc__quant_run_bytes(m, v->q));
+            /* Element m + i of plane p draws from seed + p M + m + i. */
+            actc__quant_pack(buf, len, qp, seed + (uint32_t)(p * v->M + m), codes + actc__quant_run_bytes(m, v->q));
         }
     }
     free(heap);
@@ -405,14 +498,13 @@ static void decode_span(const dview *v, const dsections *sec, size_t p, size_t e
     }
 }
 
-static void encode_planes(const dview *v, const dsections *sec, const float *x, size_t p0, size_t p1, uint64_t key)
+static void encode_planes(const dview *v, const dsections *sec, const float *x, size_t p0, size_t p1, uint32_t seed)
 {
     if (v->M <= DIV_STACK_PLANE) {
-        encode_small(v, sec, x, p0, p1, key);
+        encode_small(v, sec, x, p0, p1, seed);
         return;
     }
-    for (size_t p = p0; p < p1; p++)
-        encode_large(v, sec, x + plane_base(v, p), p, (uint32_t)actc_rng_key(key, p, DIV_TAG));
+    for (size_t p = p0; p < p1; p++) encode_large(v, sec, x + plane_base(v, p), p, seed);
 }
 
 static void decode_planes(const dview *v, const dsections *sec, size_t p0, size_t p1, float *dst, size_t off)
@@ -437,16 +529,14 @@ static size_t division_plan(actc_codec_args *a, const float *x, size_t n)
 
 static void division_encode(const actc_codec_args *a, const float *x, size_t n, void *dst)
 {
-    dview v = view_of(a, n);
-    int32_t blk[DIV_STACK_PLANE];
-    if (v.M <= DIV_STACK_PLANE) chunk_block_map(&v, blk), v.blk = blk;
+    const dview v = view_of(a, n);
     const dsections sec = sections(&v, dst);
     const size_t P = planes(&v);
 #pragma omp parallel if (n >= DIV_PAR_MIN && P > 1)
     {
         size_t lo, hi;
         actc__thread_share(P, &lo, &hi);
-        encode_planes(&v, &sec, x, lo, hi, a->key);
+        encode_planes(&v, &sec, x, lo, hi, (uint32_t)actc_rng_key(a->key, 0, DIV_TAG));
         actc__quant_fence();
     }
 }
@@ -454,9 +544,7 @@ static void division_encode(const actc_codec_args *a, const float *x, size_t n, 
 /* Decodes samples [s0, s1) into dst (dst[0] is sample s0's first element). */
 static void decode_samples(const dview *view, const void *src, size_t s0, size_t s1, float *dst)
 {
-    dview vv = *view, *v = &vv;
-    int32_t blk[DIV_STACK_PLANE];
-    if (v->M <= DIV_STACK_PLANE) chunk_block_map(v, blk), v->blk = blk;
+    const dview *v = view;
     const dsections sec = sections(v, src);
     const size_t p0 = s0 * v->C, p1 = s1 * v->C, off = s0 * v->C * v->M;
 #pragma omp parallel if ((p1 - p0) * v->M >= DIV_PAR_MIN && p1 - p0 > 1)

@@ -189,6 +189,18 @@ QK_INLINE uint32_t hash32(uint32_t x)
  * not vectorise.  As signed integers, the bit patterns of non-negative floats
  * are ordered like the values, and negative floats (and -NaN) are negative,
  * so they clamp to 0; a +NaN clamps to B. */
+/* The code of one element from its scaled value u = (x - Z) * B / R and
+ * its hash input (the run's seed + the element's index in the run). */
+QK_INLINE uint8_t round_code(float u, uint32_t h, int32_t B, int32_t top)
+{
+    int32_t ub = (int32_t)f32_bits(u);
+    ub = ub > 0 ? ub : 0;
+    ub = ub < top ? ub : top;
+    const float r = (float)(int32_t)(hash32(h) >> 8) * 0x1p-24f;
+    const int32_t c = (int32_t)(f32_from_bits((uint32_t)ub) + r);
+    return (uint8_t)(c < B ? c : B);
+}
+
 QK_INLINE void quantize_tile(const float *restrict x, size_t n, const actc__qparams p, uint32_t seed,
                              uint32_t i0, uint8_t *restrict q, const int b)
 {
@@ -197,14 +209,7 @@ QK_INLINE void quantize_tile(const float *restrict x, size_t n, const actc__qpar
     const uint32_t base = seed + i0;
     /* 32-bit counter: a size_t one makes the vectorised hash input a
      * 64-bit induction variable, narrowed with shuffles on every vector. */
-    for (uint32_t i = 0; i < (uint32_t)n; i++) {
-        int32_t ub = (int32_t)f32_bits((x[i] - z) * scale);
-        ub = ub > 0 ? ub : 0;
-        ub = ub < top ? ub : top;
-        const float r = (float)(int32_t)(hash32(base + i) >> 8) * 0x1p-24f;
-        const int32_t c = (int32_t)(f32_from_bits((uint32_t)ub) + r);
-        q[i] = (uint8_t)(c < B ? c : B);
-    }
+    for (uint32_t i = 0; i < (uint32_t)n; i++) q[i] = round_code((x[i] - z) * scale, base + i, B, top);
 }
 
 QK_INLINE void dequantize_tile(const uint8_t *q, size_t n, const actc__qparams p, float *out)
@@ -486,6 +491,52 @@ QK_CLONES void actc__quant_unpack(const uint8_t *in, size_t n, actc__qparams p, 
 #define QK_UNPACK(B) unpack_run(in, n, p, out, B)
     QK_DISPATCH(p.bits, QK_UNPACK)
 #undef QK_UNPACK
+}
+
+void actc__quant_meta_runs(const float *mn, const float *mx, size_t n, int bits, uint8_t *metas, actc__qparams *p)
+{
+    bits = actc__quant_clamp_bits(bits);
+    for (size_t r = 0; r < n; r++) {
+        meta_of(mn[r], mx[r], bits, metas + r * ACTC_QUANT_META);
+        p[r] = params_of(metas + r * ACTC_QUANT_META, bits);
+    }
+}
+
+void actc__quant_params_runs(const uint8_t *metas, size_t n, int bits, actc__qparams *p)
+{
+    bits = actc__quant_clamp_bits(bits);
+    for (size_t r = 0; r < n; r++) p[r] = params_of(metas + r * ACTC_QUANT_META, bits);
+}
+
+QK_CLONES void actc__quant_round(const float *u, size_t n, int bits, uint32_t h0, uint8_t *q)
+{
+    bits = actc__quant_clamp_bits(bits);
+    const int32_t B = (1 << bits) - 1, top = (int32_t)f32_bits((float)B);
+    for (uint32_t i = 0; i < (uint32_t)n; i++) q[i] = round_code(u[i], h0 + i, B, top);
+}
+
+/* Runs of whole bytes (len * bits a multiple of 8) follow each other in the
+ * stream exactly as one run of all their codes would: one call then. */
+QK_CLONES void actc__quant_pack_runs(const uint8_t *q, size_t nruns, size_t len, int bits, uint8_t *out)
+{
+    bits = actc__quant_clamp_bits(bits);
+    if (len * (size_t)bits % 8 == 0) len *= nruns, nruns = 1;
+    const size_t stride = actc__quant_run_bytes(len, bits);
+#define QK_RUNS(B)                                                                                   \
+    for (size_t r = 0; r < nruns; r++) pack_codes(q + r * len, len, out + r * stride, B);
+    QK_DISPATCH(bits, QK_RUNS)
+#undef QK_RUNS
+}
+
+QK_CLONES void actc__quant_unpack_runs(const uint8_t *in, size_t nruns, size_t len, int bits, uint8_t *q)
+{
+    bits = actc__quant_clamp_bits(bits);
+    if (len * (size_t)bits % 8 == 0) len *= nruns, nruns = 1;
+    const size_t stride = actc__quant_run_bytes(len, bits);
+#define QK_RUNS(B)                                                                                   \
+    for (size_t r = 0; r < nruns; r++) unpack_codes(in + r * stride, len, q + r * len, B);
+    QK_DISPATCH(bits, QK_RUNS)
+#undef QK_RUNS
 }
 
 /* Runs one after another: the loop inside the width dispatch, so many short

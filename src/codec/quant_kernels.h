@@ -76,6 +76,23 @@ void actc__quant_encode_runs(const float *x, size_t nruns, size_t len, int bits,
 /* The inverse: runs laid out as encode_runs writes them, into out. */
 void actc__quant_decode_runs(const uint8_t *in, size_t nruns, size_t len, int bits, const uint8_t *metas,
                              float *out);
+/* The pieces of encode_runs / decode_runs for a caller that forms and
+ * scales the values itself (DIVISION folds its residual into the scaling),
+ * over byte codes (one per element, 0 .. 2^bits - 1):
+ * meta_runs: the metas of n runs from their minima and maxima (as
+ *   actc__quant_meta) and each run's parameters (as actc__quant_params);
+ *   params_runs: the parameters from stored metas;
+ * round: codes of n values already scaled to u = (x - Z) * B / R with the
+ *   parameters' z and scale, element i drawing from hash input h0 + i (a
+ *   run with seed s and its elements from i0 on: h0 = s + i0), the codes
+ *   actc__quant_pack would pack;
+ * pack_runs / unpack_runs: nruns runs of len byte codes, consecutive in q,
+ *   to and from runs of packed codes actc__quant_run_bytes(len, bits) apart. */
+void actc__quant_meta_runs(const float *mn, const float *mx, size_t n, int bits, uint8_t *metas, actc__qparams *p);
+void actc__quant_params_runs(const uint8_t *metas, size_t n, int bits, actc__qparams *p);
+void actc__quant_round(const float *u, size_t n, int bits, uint32_t h0, uint8_t *q);
+void actc__quant_pack_runs(const uint8_t *q, size_t nruns, size_t len, int bits, uint8_t *out);
+void actc__quant_unpack_runs(const uint8_t *in, size_t nruns, size_t len, int bits, uint8_t *q);
 /* Unpack and dequantize a run of n elements. */
 void actc__quant_unpack(const uint8_t *in, size_t n, actc__qparams p, float *out);
 /* Elements [k, kend) of the run starting at `run` (k need not start a

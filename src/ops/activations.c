@@ -1,7 +1,12 @@
 /* Smooth element-wise activations of transformer MLPs: GELU (tanh form) and
- * SiLU.  Both save their input x as ACT (the policy may compress it) and
- * recompute everything else in backward, which is cheaper than keeping the
- * output or the derivative: those would be one more full-size tensor each.
+ * SiLU.  Both save their derivative f'(x) as ACT (the policy may compress
+ * it), not their input x: the same bytes, but backward is then linear in the
+ * saved tensor (gx = gy * f'), so an unbiased rounding of it gives an
+ * unbiased gradient.  Saving x and evaluating f' at a rounded x is biased
+ * (f' is not linear), and at 2-4 bits that bias, not the variance the
+ * policies budget for, is what a language model's loss feels.  The price is
+ * one transient full-size tensor in forward, freed once the store has
+ * encoded it.
  *
  * Both are written as x * sigmoid(z):
  *     SiLU:  z = x
@@ -28,31 +33,46 @@ static actc_status act_backward(actc_ctx *ctx, actc_node *node)
     actc_tensor *x = node->inputs[0];
     float *gx = actc_grad_of(ctx, x);
     if (!gx) return x->requires_grad ? ACTC_ERR_OOM : ACTC_OK; /* message set by actc_grad_of */
-    actc_tensor *xs = actc_load(ctx, node, 0);
-    if (!xs) return actc_last_status();
-    const float *xd = xs->data, *gy = node->output->grad->data;
-    const size_t n = xs->numel;
-    if (node->iattr[0] == ACT_GELU) {
+    actc_tensor *ds = actc_load(ctx, node, 0);
+    if (!ds) return actc_last_status();
+    const float *d = ds->data, *gy = node->output->grad->data;
+    const size_t n = ds->numel;
+#pragma omp parallel for simd schedule(static) if (n > ACT_PAR_MIN)
+    for (size_t i = 0; i < n; i++) gx[i] += gy[i] * d[i];
+    actc_tensor_release(ds);
+    return ACTC_OK;
+}
+
+/* y = f(x) and, when dd is not NULL, dd = f'(x). */
+static void act_eval(int kind, const float *xd, float *yd, float *dd, size_t n)
+{
+    if (kind == ACT_GELU) {
 #pragma omp parallel for simd schedule(static) if (n > ACT_PAR_MIN)
         for (size_t i = 0; i < n; i++) {
             const float v = xd[i], v2 = v * v;
             const float u2 = 2.0f * GELU_C * (v + GELU_K * v2 * v);
-            const float s = 1.0f / (1.0f + actc__expf(-u2));
-            const float du2 = 2.0f * GELU_C * (1.0f + 3.0f * GELU_K * v2);
-            /* (v s)(1 - s): multiplied in this order so s(1-s) ~ 1e-38
-             * for very negative v does not meet v^2 in an overflow. */
-            gx[i] += gy[i] * (s + (v * s) * (1.0f - s) * du2);
+            const float e = actc__expf(-u2);
+            yd[i] = v / (1.0f + e);
+            if (dd) {
+                const float s = 1.0f / (1.0f + e);
+                const float du2 = 2.0f * GELU_C * (1.0f + 3.0f * GELU_K * v2);
+                /* (v s)(1 - s): multiplied in this order so s(1-s) ~ 1e-38
+                 * for very negative v does not meet v^2 in an overflow. */
+                dd[i] = s + (v * s) * (1.0f - s) * du2;
+            }
         }
     } else {
 #pragma omp parallel for simd schedule(static) if (n > ACT_PAR_MIN)
         for (size_t i = 0; i < n; i++) {
             const float v = xd[i];
-            const float s = 1.0f / (1.0f + actc__expf(-v));
-            gx[i] += gy[i] * (s * (1.0f + v * (1.0f - s)));
+            const float e = actc__expf(-v);
+            yd[i] = v / (1.0f + e);
+            if (dd) {
+                const float s = 1.0f / (1.0f + e);
+                dd[i] = s * (1.0f + v * (1.0f - s));
+            }
         }
     }
-    actc_tensor_release(xs);
-    return ACTC_OK;
 }
 
 static actc_tensor *act_forward(actc_ctx *ctx, actc_tensor *x, int kind, const char *name)
@@ -61,28 +81,22 @@ static actc_tensor *act_forward(actc_ctx *ctx, actc_tensor *x, int kind, const c
     OP_CHECK(x && x->data, "%s: input is NULL or its data was already freed", name);
     actc_tensor *y = actc_tensor_new(ACTC_MEM_ACT, x->ndim, x->shape);
     if (!y) return NULL;
-    const float *xd = x->data;
-    float *yd = y->data;
-    const size_t n = x->numel;
-    if (kind == ACT_GELU) {
-#pragma omp parallel for simd schedule(static) if (n > ACT_PAR_MIN)
-        for (size_t i = 0; i < n; i++) {
-            const float v = xd[i];
-            const float u2 = 2.0f * GELU_C * (v + GELU_K * v * v * v);
-            yd[i] = v / (1.0f + actc__expf(-u2));
-        }
-    } else {
-#pragma omp parallel for simd schedule(static) if (n > ACT_PAR_MIN)
-        for (size_t i = 0; i < n; i++) {
-            const float v = xd[i];
-            yd[i] = v / (1.0f + actc__expf(-v));
-        }
-    }
     actc_node *node;
     if (!actc__op_record(ctx, name, act_backward, y, 1, &x, &node)) return NULL;
+    actc_tensor *d = node ? actc_tensor_new(ACTC_MEM_SCRATCH, x->ndim, x->shape) : NULL;
+    if (node && !d) {
+        actc_tensor_release(y);
+        return NULL;
+    }
+    act_eval(kind, x->data, y->data, d ? d->data : NULL, x->numel);
     if (node) {
         node->iattr[0] = kind;
-        OP_SAVE(ctx, node, x, ACTC_SAVE_ACT, y);
+        const actc_status s = actc_save(ctx, node, d, ACTC_SAVE_ACT);
+        actc_tensor_release(d);
+        if (s != ACTC_OK) {
+            actc_tensor_release(y);
+            return NULL;
+        }
     }
     return y;
 }

@@ -10,9 +10,14 @@
  * Per (batch item, head), with scale = 1/sqrt(Dh):
  *   S = scale Q K^T,  P = causal softmax(S),  O = P V
  * One node keeps what a framework's naive attention keeps: Q, K, V and P
- * [B, H, T, T], all ACT.  Backward:
- *   dV = P^T dO,  dP = dO V^T,  dS = P (dP - rowsum(dP P)),
+ * [B, H, T, T], all ACT, and O (ACT; the output projection saves the same
+ * tensor, so the store keeps it once).  Backward:
+ *   dV = P^T dO,  dP = dO V^T,  dS = P (dP - D),  D = rowsum(dP P) = rowsum(dO O)
  *   dQ = scale dS K,  dK = scale dS^T Q.
+ * D is taken as rowsum(dO O), as the memory-efficient form does: with P
+ * stored lossily, rowsum(dP P) would multiply P's rounding by itself (a bias
+ * of dP times P's rounding variance in every dS), while P (dP - rowsum(dO
+ * O)) is linear in P and O, each rounded on its own: unbiased.
  * Scratch: P for all heads while it is saved (it is the saved tensor), one
  * T x T block per thread otherwise (eval mode) and for dP in backward.
  * Heads go to threads, each sgemm then single-threaded (OpenBLAS inside an
@@ -25,7 +30,7 @@
 #include <string.h>
 
 enum { IA_H = 0 };
-enum { NAIVE_NSAVES = 4 }; /* Q, K, V, P */
+enum { NAIVE_NSAVES = 5 }; /* Q, K, V, P, O */
 
 /* ---- shared by both forms ------------------------------------------------ */
 
@@ -133,8 +138,15 @@ static void naive_head_backward(const actc__attn_dims *d, const actc__attn_bufs 
                     x->gv + off, D);
     if (!x->gq && !x->gk) return;
     /* dS in place of dP; the scale of S goes into the products below. */
-    for (int i = 0; i < T; i++)
-        actc__softmax_row_backward(P + (size_t)i * T, dP + (size_t)i * T, dP + (size_t)i * T, i + 1, T, 1.0f, 0);
+    for (int i = 0; i < T; i++) {
+        const float *go = x->dout + off + (size_t)i * D, *oi = x->o + off + (size_t)i * D;
+        float Di = 0.0f;
+        for (int c = 0; c < Dh; c++) Di += go[c] * oi[c];
+        const float *pi = P + (size_t)i * T;
+        float *di = dP + (size_t)i * T;
+        for (int j = 0; j <= i; j++) di[j] = pi[j] * (di[j] - Di);
+        if (i + 1 < T) memset(di + i + 1, 0, (size_t)(T - i - 1) * sizeof *di);
+    }
     if (x->gq)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, Dh, T, d->scale, dP, T, x->k + off, D, 1.0f,
                     x->gq + off, D);
@@ -159,6 +171,7 @@ static actc_status naive_backward(actc_ctx *ctx, actc_node *node)
         return actc_last_status();
     }
     const float *P = t[3]->data;
+    x.o = t[4]->data;
 #pragma omp parallel for schedule(dynamic) num_threads(nt) if (BH > 1)
     for (int bh = 0; bh < BH; bh++)
         naive_head_backward(&d, &x, P + (size_t)bh * TT, scratch + (size_t)omp_get_thread_num() * stride,
@@ -198,7 +211,7 @@ actc_tensor *actc_attention_naive(actc_ctx *ctx, actc_tensor *q, actc_tensor *k,
     if (!actc__op_record(ctx, "attention_naive", naive_backward, y, 3, in, &node)) y = NULL;
     if (y && node) {
         node->iattr[IA_H] = d.H;
-        const actc_tensor *save[NAIVE_NSAVES] = {q, k, v, pall};
+        const actc_tensor *save[NAIVE_NSAVES] = {q, k, v, pall, y};
         for (int i = 0; i < NAIVE_NSAVES && y; i++)
             if (actc_save(ctx, node, save[i], ACTC_SAVE_ACT) != ACTC_OK) {
                 actc_tensor_release(y);
