@@ -59,17 +59,22 @@ static void test_division_targets(void **state)
     assert_int_equal(actc__policy_create("division:seq=features", &pf), ACTC_OK);
     const struct {
         const char *op;
-        int ndim, div, rank, tokens;
-    } c[] = {{"conv2d", 4, 1, 2, 0},    {"batchnorm2d", 4, 1, 2, 0}, {"linear", 2, 1, 1, 0},
-             {"linear", 3, 1, 1, 1},    {"layernorm", 3, 1, 1, 1},   {"rmsnorm", 3, 1, 1, 1},
-             {"gelu", 3, 0, 0, 0},      {"attention_flash", 4, 0, 0, 0}, {"cross_entropy", 2, 0, 0, 0},
-             {"matmul", 3, 0, 0, 0},    {"conv2d", 5, 1, 3, 0}};
+        int ndim, div, rank, tokens, save_index;
+    } c[] = {{"conv2d", 4, 1, 2, 0, 0},  {"batchnorm2d", 4, 1, 2, 0, 0}, {"linear", 2, 1, 1, 0, 0},
+             {"linear", 3, 1, 1, 1, 0},  {"layernorm", 3, 1, 1, 1, 0},   {"rmsnorm", 3, 1, 1, 1, 0},
+             {"gelu", 3, 0, 0, 0, 0},    {"attention_flash", 4, 0, 0, 0, 0}, {"cross_entropy", 2, 0, 0, 0, 0},
+             {"matmul", 3, 0, 0, 0, 0},  {"conv2d", 5, 1, 3, 0, 0},
+             /* The textbook attention's Q and P stay fp32; its output O
+              * (save 4) is the output projection's input. */
+             {"attention_naive", 3, 0, 0, 0, 0}, {"attention_naive", 4, 0, 0, 0, 3},
+             {"attention_naive", 3, 1, 1, 1, 4}};
     for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
         int shape[5] = {2, 3, 4, 5, 6};
         actc_tensor *t = actc_tensor_new(ACTC_MEM_ACT, c[i].ndim, shape);
         actc_save_desc d;
         memset(&d, 0, sizeof d);
         d.op = c[i].op;
+        d.save_index = c[i].save_index;
         d.kind = ACTC_SAVE_ACT;
         d.t = t;
         for (int k = 0; k < 2; k++) {

@@ -54,6 +54,9 @@
  * planes held on the stack (residual computed once); longer planes
  * recompute their residual tile by tile. */
 #define DIV_STACK_PLANE 4096
+/* At most this many planes per chunk (tiny planes): bounds the per-plane
+ * arrays on the stack. */
+#define DIV_CHUNK_PLANES 256
 /* Residual tile of the long-plane path (a multiple of 8: tiles start on
  * byte boundaries of any Q-bit code stream). */
 #define DIV_TILE 512
@@ -112,7 +115,7 @@ static dview view_of(const actc_codec_args *a, size_t n)
         v.nb *= v.nbk[k];
     }
     if (n == 0) v.S = v.C = v.M = v.nb = 0;
-    v.cp = v.M && v.M <= DIV_STACK_PLANE ? DIV_STACK_PLANE / v.M : 1;
+    v.cp = v.M && v.M <= DIV_STACK_PLANE ? actc__min_sz(DIV_STACK_PLANE / v.M, DIV_CHUNK_PLANES) : 1;
     v.meta_sz = v.mode != ACTC_DIV_LFC_ONLY ? ACTC_QUANT_META : 0;
     v.lfc_sz = v.mode != ACTC_DIV_HFC_ONLY ? 2 * v.nb : 0;
     v.code_sz = v.mode != ACTC_DIV_LFC_ONLY ? actc__quant_run_bytes(v.M, v.q) : 0;
@@ -251,7 +254,9 @@ DIV_INLINE void pool_contig(const dview *v, const float *x, int over, uint16_t *
         stats(x, v->M, &sum, &a, &b);
         lfc[0] = actc__f32_to_bf16(sum / (float)v->M);
         lfcf[0] = actc__bf16_to_f32(lfc[0]);
-        *mn = a - lfcf[0], *mx = b - lfcf[0];
+        /* An infinite mean makes inf - inf: a NaN residual, left out. */
+        const float lo = a - lfcf[0], hi = b - lfcf[0];
+        *mn = lo == lo ? lo : INFINITY, *mx = hi == hi ? hi : -INFINITY;
         return;
     }
     const size_t d1 = v->d[1], d2 = v->d[2], b2 = v->b[2];
@@ -378,9 +383,9 @@ QK_CLONES static void encode_small(const dview *v, const dsections *sec, const f
                                    uint32_t seed)
 {
     /* g: DIV_LANES floats of slack for pool_contig's reads past a plane. */
-    float g[DIV_STACK_PLANE + DIV_LANES], u[DIV_STACK_PLANE], lfcf[DIV_STACK_PLANE], mn[DIV_STACK_PLANE],
-        mx[DIV_STACK_PLANE];
-    actc__qparams qp[DIV_STACK_PLANE];
+    float g[DIV_STACK_PLANE + DIV_LANES], u[DIV_STACK_PLANE], lfcf[DIV_STACK_PLANE], mn[DIV_CHUNK_PLANES],
+        mx[DIV_CHUNK_PLANES];
+    actc__qparams qp[DIV_CHUNK_PLANES];
     uint8_t q[DIV_STACK_PLANE];
     uint16_t own[DIV_STACK_PLANE];
     const size_t M = v->M, nb = v->nb;
@@ -412,7 +417,7 @@ QK_CLONES static void decode_small(const dview *v, const dsections *sec, size_t 
                                    size_t off)
 {
     float buf[DIV_STACK_PLANE], lfcf[DIV_STACK_PLANE];
-    actc__qparams qp[DIV_STACK_PLANE];
+    actc__qparams qp[DIV_CHUNK_PLANES];
     uint8_t q[DIV_STACK_PLANE];
     const size_t M = v->M, nb = v->nb;
     for (size_t p = p0; p < p1; p += v->cp) {

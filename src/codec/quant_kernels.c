@@ -177,7 +177,8 @@ QK_INLINE uint32_t hash32(uint32_t x)
     return x;
 }
 
-/* Codes of x[0..n) (n <= QK_TILE), run indices i0 + i: u = (x - Z) * B / R
+/* The code of one element from its scaled value u = (x - Z) * B / R and
+ * its hash input h (the run's seed + the element's index in the run): u
  * clamped to [0, B], code = floor(u + r) for a 24-bit uniform r in [0, 1),
  * i.e. floor(u) + 1 with probability frac(u).  (Adding r to u in float
  * rounds away r's bits below u's ulp; that shifts the probability by at most
@@ -189,8 +190,6 @@ QK_INLINE uint32_t hash32(uint32_t x)
  * not vectorise.  As signed integers, the bit patterns of non-negative floats
  * are ordered like the values, and negative floats (and -NaN) are negative,
  * so they clamp to 0; a +NaN clamps to B. */
-/* The code of one element from its scaled value u = (x - Z) * B / R and
- * its hash input (the run's seed + the element's index in the run). */
 QK_INLINE uint8_t round_code(float u, uint32_t h, int32_t B, int32_t top)
 {
     int32_t ub = (int32_t)f32_bits(u);
@@ -201,6 +200,7 @@ QK_INLINE uint8_t round_code(float u, uint32_t h, int32_t B, int32_t top)
     return (uint8_t)(c < B ? c : B);
 }
 
+/* Codes of x[0..n) (n <= QK_TILE), run indices i0 + i. */
 QK_INLINE void quantize_tile(const float *restrict x, size_t n, const actc__qparams p, uint32_t seed,
                              uint32_t i0, uint8_t *restrict q, const int b)
 {

@@ -30,7 +30,7 @@
 #include <string.h>
 
 enum { IA_H = 0 };
-enum { NAIVE_NSAVES = 5 }; /* Q, K, V, P, O */
+enum { NAIVE_NSAVES = 5 }; /* Q, K, V, P, O (policy_division.c knows O is save 4) */
 
 /* ---- shared by both forms ------------------------------------------------ */
 

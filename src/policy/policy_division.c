@@ -22,19 +22,24 @@ typedef struct {
     int block, bits, mode, tokens;
 } division_state;
 
-static int division_applies(const char *op)
+/* The textbook attention's output O (its fifth save) is the output
+ * projection's input: the store keeps the one tensor once, in the codec of
+ * its first save, so it is compressed as that linear's input would be. */
+enum { NAIVE_ATTENTION_OUTPUT = 4 };
+
+static int division_applies(const actc_save_desc *d)
 {
     static const char *const ops[] = {"linear", "conv2d", "batchnorm2d", "layernorm", "rmsnorm"};
     for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
-        if (!strcmp(op, ops[i])) return 1;
-    return 0;
+        if (!strcmp(d->op, ops[i])) return 1;
+    return !strcmp(d->op, "attention_naive") && d->save_index == NAIVE_ATTENTION_OUTPUT;
 }
 
 static actc_status division_choose(actc_policy *p, const actc_save_desc *d, const actc_codec **codec,
                                    actc_codec_args *args)
 {
     const division_state *s = p->state;
-    if (!division_applies(d->op)) {
+    if (!division_applies(d)) {
         *codec = &actc_codec_fp32;
         return ACTC_OK;
     }
