@@ -465,6 +465,11 @@ actc_tensor *actc_rmsnorm(actc_ctx *ctx, actc_tensor *x, actc_tensor *gamma, flo
 actc_tensor *actc_gelu(actc_ctx *ctx, actc_tensor *x);
 /* SiLU: x * sigmoid(x). */
 actc_tensor *actc_silu(actc_ctx *ctx, actc_tensor *x);
+/* As actc_gelu / actc_silu, taking over the caller's reference to x (like
+ * actc_relu_take): with x's only reference the derivative they save is
+ * written over x's buffer, so forward holds no extra full-size tensor. */
+actc_tensor *actc_gelu_take(actc_ctx *ctx, actc_tensor *x);
+actc_tensor *actc_silu_take(actc_ctx *ctx, actc_tensor *x);
 /* Element-wise product a * b of equal shapes (SwiGLU is mul(silu(a), b)). */
 actc_tensor *actc_mul(actc_ctx *ctx, actc_tensor *a, actc_tensor *b);
 

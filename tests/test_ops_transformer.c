@@ -324,6 +324,54 @@ static void test_activations_rounded_unbiased(void **state)
     assert_int_equal(tu_mem_now(), m0);
 }
 
+/* The _take forms write the derivative over their input's buffer: the same
+ * output and gradient bit for bit, and forward's peak one tensor lower. */
+static void test_activations_take(void **state)
+{
+    (void)state;
+    const size_t m0 = tu_mem_now();
+    int xs[2] = {8, 64};
+    actc_tensor *x = tu_rand(2, xs, 43, -4, 4, 1), *zero = tu_rand(2, xs, 44, 0, 0, 0);
+    const size_t n = x->numel;
+    for (int k = 0; k < 2; k++) {
+        float *y_ref = malloc(n * sizeof *y_ref), *g_ref = malloc(n * sizeof *g_ref);
+        size_t peak[2];
+        for (int take = 0; take < 2; take++) {
+            actc_ctx *ctx = actc_ctx_new();
+            assert_int_equal(actc_ctx_set_policy(ctx, "quant:4"), ACTC_OK);
+            actc_tensor *h = actc_add(ctx, x, zero); /* an intermediate: only the caller holds it */
+            assert_non_null(h);
+            actc_mem_reset_peak();
+            actc_mem_stats st;
+            actc_tensor *y;
+            if (take) y = k ? actc_silu_take(ctx, h) : actc_gelu_take(ctx, h);
+            else {
+                y = k ? actc_silu(ctx, h) : actc_gelu(ctx, h);
+                actc_tensor_release(h);
+            }
+            assert_non_null(y);
+            actc_mem_get_stats(&st);
+            peak[take] = st.peak_total;
+            actc_tensor *loss = tu_wsum(ctx, y, 5);
+            if (take) assert_memory_equal(y->data, y_ref, n * sizeof *y_ref);
+            else memcpy(y_ref, y->data, n * sizeof *y_ref);
+            actc_tensor_release(y);
+            assert_int_equal(actc_backward(ctx, loss), ACTC_OK);
+            actc_tensor_release(loss);
+            if (take) assert_memory_equal(x->grad->data, g_ref, n * sizeof *g_ref);
+            else memcpy(g_ref, x->grad->data, n * sizeof *g_ref);
+            actc_tensor_drop_grad(x);
+            actc_ctx_free(ctx);
+        }
+        assert_int_equal(peak[0] - peak[1], n * sizeof(float));
+        free(y_ref);
+        free(g_ref);
+    }
+    actc_tensor_release(x);
+    actc_tensor_release(zero);
+    assert_int_equal(tu_mem_now(), m0);
+}
+
 /* Larger than the parallel threshold: gradients against the closed forms. */
 static void test_activations_large(void **state)
 {
@@ -672,6 +720,7 @@ int main(void)
         cmocka_unit_test(test_norm_large),
         cmocka_unit_test(test_activations),
         cmocka_unit_test(test_activations_rounded_unbiased),
+        cmocka_unit_test(test_activations_take),
         cmocka_unit_test(test_activations_large),
         cmocka_unit_test(test_mul),
         cmocka_unit_test(test_embedding),

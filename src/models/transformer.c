@@ -125,14 +125,14 @@ static actc_tensor *mlp_block(const tf_impl *t, const tf_layer *L, actc_ctx *ctx
     if (t->llama) {
         actc_tensor *gate = u ? actc_linear(ctx, h, L->w3, NULL) : NULL;
         actc_tensor_release(h);
-        if (!gate || !step(&u, actc_silu(ctx, u)) || !step(&u, actc_mul(ctx, u, gate))) {
+        if (!gate || !(u = actc_silu_take(ctx, u)) || !step(&u, actc_mul(ctx, u, gate))) {
             actc_tensor_release(gate);
             goto fail;
         }
         actc_tensor_release(gate);
     } else {
         actc_tensor_release(h);
-        if (!u || !step(&u, actc_gelu(ctx, u))) goto fail;
+        if (!u || !(u = actc_gelu_take(ctx, u))) goto fail;
     }
     if (!step(&u, actc_linear(ctx, u, L->w2, L->b2))) goto fail;
     actc_tensor *y = actc_add_take(ctx, x, u);

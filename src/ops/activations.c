@@ -6,7 +6,9 @@
  * (f' is not linear), and at 2-4 bits that bias, not the variance the
  * policies budget for, is what a language model's loss feels.  The price is
  * one transient full-size tensor in forward, freed once the store has
- * encoded it.
+ * encoded it; the _take forms write f' over the input's buffer instead (the
+ * models' MLPs use them: a checkpointed gpt-mini's recompute at batch 240
+ * did not fit 1 GiB with the transient).
  *
  * Both are written as x * sigmoid(z):
  *     SiLU:  z = x
@@ -75,32 +77,58 @@ static void act_eval(int kind, const float *xd, float *yd, float *dd, size_t n)
     }
 }
 
-static actc_tensor *act_forward(actc_ctx *ctx, actc_tensor *x, int kind, const char *name)
+/* take: f' may overwrite x's buffer (x's only reference is the caller's,
+ * which the _take forms then drop): act_eval reads each element before it
+ * writes the same element. */
+static actc_tensor *act_forward(actc_ctx *ctx, actc_tensor *x, int kind, const char *name, int take)
 {
     OP_CHECK(ctx, "%s: NULL context", name);
     OP_CHECK(x && x->data, "%s: input is NULL or its data was already freed", name);
     actc_tensor *y = actc_tensor_new(ACTC_MEM_ACT, x->ndim, x->shape);
     if (!y) return NULL;
-    actc_node *node;
-    if (!actc__op_record(ctx, name, act_backward, y, 1, &x, &node)) return NULL;
-    actc_tensor *d = node ? actc_tensor_new(ACTC_MEM_SCRATCH, x->ndim, x->shape) : NULL;
-    if (node && !d) {
-        actc_tensor_release(y);
-        return NULL;
-    }
-    act_eval(kind, x->data, y->data, d ? d->data : NULL, x->numel);
-    if (node) {
-        node->iattr[0] = kind;
-        const actc_status s = actc_save(ctx, node, d, ACTC_SAVE_ACT);
-        actc_tensor_release(d);
-        if (s != ACTC_OK) {
+    actc_tensor *d = NULL;
+    if (actc_ctx_recording(ctx) && x->requires_grad) {
+        d = actc__tensor_header(take ? x->cat : ACTC_MEM_SCRATCH, x->ndim, x->shape);
+        if (!d || actc__tensor_give_data(d, take ? x : NULL) != ACTC_OK) {
+            actc_tensor_release(d);
             actc_tensor_release(y);
             return NULL;
         }
     }
+    const float *xd = d && !x->data ? d->data : x->data;
+    act_eval(kind, xd, y->data, d ? d->data : NULL, y->numel);
+    actc_node *node;
+    if (!actc__op_record(ctx, name, act_backward, y, 1, &x, &node)) {
+        actc_tensor_release(d);
+        return NULL;
+    }
+    actc_status s = ACTC_OK;
+    if (node) {
+        node->iattr[0] = kind;
+        s = actc_save(ctx, node, d, ACTC_SAVE_ACT);
+    }
+    actc_tensor_release(d);
+    if (s != ACTC_OK) {
+        actc_tensor_release(y);
+        return NULL;
+    }
     return y;
 }
 
-actc_tensor *actc_gelu(actc_ctx *ctx, actc_tensor *x) { return act_forward(ctx, x, ACT_GELU, "gelu"); }
+actc_tensor *actc_gelu(actc_ctx *ctx, actc_tensor *x) { return act_forward(ctx, x, ACT_GELU, "gelu", 0); }
 
-actc_tensor *actc_silu(actc_ctx *ctx, actc_tensor *x) { return act_forward(ctx, x, ACT_SILU, "silu"); }
+actc_tensor *actc_silu(actc_ctx *ctx, actc_tensor *x) { return act_forward(ctx, x, ACT_SILU, "silu", 0); }
+
+actc_tensor *actc_gelu_take(actc_ctx *ctx, actc_tensor *x)
+{
+    actc_tensor *y = act_forward(ctx, x, ACT_GELU, "gelu", 1);
+    actc_tensor_release(x);
+    return y;
+}
+
+actc_tensor *actc_silu_take(actc_ctx *ctx, actc_tensor *x)
+{
+    actc_tensor *y = act_forward(ctx, x, ACT_SILU, "silu", 1);
+    actc_tensor_release(x);
+    return y;
+}
