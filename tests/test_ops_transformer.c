@@ -567,6 +567,10 @@ static void test_bad_input(void **state)
     tu_expect_invalid(actc_rmsnorm(ctx, x, g8, -1.0f), "eps");
     tu_expect_invalid(actc_gelu(ctx, NULL), "gelu");
     tu_expect_invalid(actc_silu(NULL, x), "silu");
+    /* The _take forms drop the caller's reference on failure too (the
+     * memory check at the end sees a leak otherwise). */
+    tu_expect_invalid(actc_gelu_take(ctx, NULL), "gelu");
+    tu_expect_invalid(actc_silu_take(NULL, tu_rand(3, xs, 73, -1, 1, 1)), "silu");
     actc_tensor *other = tu_rand(3, (int[3]){2, 3, 7}, 71, -1, 1, 1);
     tu_expect_invalid(actc_mul(ctx, x, other), "[2, 3, 7]");
     tu_expect_invalid(actc_mul(ctx, x, NULL), "mul");
