@@ -5,12 +5,15 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= 2
 DEPS = cmake gcc make pkg-config libopenblas-openmp-dev libcmocka-dev zlib1g-dev libdnnl-dev libjemalloc-dev \
-       dataset-fashion-mnist valgrind bible-kjv
+       dataset-fashion-mnist valgrind bible-kjv clang libclang-rt-14-dev libomp-dev
+FUZZ_BUILD ?= build-fuzz
+# Seconds each fuzz target runs in `make test` (the long campaign: tests/fuzz/CMakeLists.txt).
+FUZZ_SECONDS ?= 60
 # The default text corpus: the King James Bible from Debian's bible-kjv, as
 # plain text without verse references (see tools/make_kjv_corpus.sh).
 KJV ?= $(BUILD)/data/kjv.txt
 
-.PHONY: all deps build demo test test-asan clean corpus
+.PHONY: all deps build demo test test-asan test-fuzz clean corpus
 
 all: build
 
@@ -38,15 +41,22 @@ demo: build
 	./$(BUILD)/actc train --model resnet20 --compress none --epochs 1 --batch 64
 
 # The release suite, then the unit tests again under AddressSanitizer and
-# UndefinedBehaviorSanitizer (the long CLI training runs are left to the first).
+# UndefinedBehaviorSanitizer (the long CLI training runs are left to the
+# first), then every fuzz target for FUZZ_SECONDS (libFuzzer, clang).
 test: build $(KJV)
 	cd $(BUILD) && ctest --output-on-failure
 	$(MAKE) test-asan
+	$(MAKE) test-fuzz
 
-test-asan: deps
-	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DACTC_SANITIZE=ON
+test-asan: deps $(KJV)
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DACTC_SANITIZE=ON -DACTC_TEXT_CORPUS=$(abspath $(KJV))
 	cmake --build $(ASAN_BUILD) -j$(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -LE cli
 
+test-fuzz: deps
+	CC=clang cmake -S . -B $(FUZZ_BUILD) -DACTC_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug -DACTC_FUZZ_SECONDS=$(FUZZ_SECONDS)
+	cmake --build $(FUZZ_BUILD) -j$(JOBS)
+	cd $(FUZZ_BUILD) && ctest --output-on-failure -L fuzz -j$(JOBS)
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -29,8 +29,9 @@ static int die(const char *what)
 /* loss = sum(out * R): R travels in node->user (not owned). */
 static actc_status loss_backward(actc_ctx *ctx, actc_node *node)
 {
-    float *gx = actc_grad_of(ctx, node->inputs[0]);
-    if (!gx) return ACTC_OK;
+    float *gx;
+    actc_status st = actc_grad_buffer(ctx, node->inputs[0], &gx);
+    if (st != ACTC_OK || !gx) return st;
     const actc_tensor *r = node->user;
     const float g = node->output->grad->data[0];
     for (size_t i = 0; i < r->numel; i++) gx[i] += g * r->data[i];
@@ -45,7 +46,11 @@ static actc_tensor *loss_of(actc_ctx *ctx, actc_tensor *y, actc_tensor *r)
     double s = 0;
     for (size_t i = 0; i < y->numel; i++) s += (double)y->data[i] * r->data[i];
     l->data[0] = (float)s;
-    actc_node *node = actc_node_new(ctx, "bench_loss", loss_backward, l, 1, &y);
+    actc_node *node;
+    if (actc_node_new(ctx, "bench_loss", loss_backward, l, 1, &y, &node) != ACTC_OK) {
+        actc_tensor_release(l);
+        return NULL;
+    }
     if (node) node->user = r;
     return l;
 }

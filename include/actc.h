@@ -14,10 +14,9 @@
  *    Image tensors are NCHW.
  *  - Ownership: a function returning a new actc_tensor* gives the caller one
  *    reference; drop it with actc_tensor_release().
- *  - Performance: a training step frees and re-allocates the same large
- *    tensors; applications should raise glibc's M_MMAP_THRESHOLD and
- *    M_TRIM_THRESHOLD (mallopt) so freed memory is reused rather than
- *    page-faulted in again every step (the actc command does; ~30% faster).
+ *  - Performance: the allocator reuses freed blocks itself (a training step
+ *    frees and re-allocates the same large tensors), bounded by the cache
+ *    limit (actc_mem_set_cache_limit); no malloc tuning is needed.
  *  - The allocator and the error message are process-wide (the message is per
  *    thread).  One actc_ctx is used from one thread at a time; kernels use OpenMP
  *    internally.
@@ -33,7 +32,42 @@
 extern "C" {
 #endif
 
-#define ACTC_VERSION "0.1.0"
+/* ACTC_API marks the public functions: the library is compiled with
+ * -fvisibility=hidden, so these are the only symbols libactc.so exports (the
+ * internal actc__* functions stay hidden).  Every function declared in this
+ * header carries it (tests/install/symbols_test.sh checks). */
+#if defined(__GNUC__) || defined(__clang__)
+#define ACTC_API __attribute__((visibility("default")))
+#else
+#define ACTC_API
+#endif
+
+/* The library's version; CMakeLists.txt reads it from here (the SOVERSION
+ * and the package files follow it).  ABI: before 1.0 a minor release may
+ * break it (soname libactc.so.0.MINOR), from 1.0 only a major one; a patch
+ * release never does (README, "Installing and linking"). */
+#define ACTC_VERSION "0.2.0"
+#define ACTC_VERSION_MAJOR 0
+#define ACTC_VERSION_MINOR 2
+#define ACTC_VERSION_PATCH 0
+/* ACTC_VERSION_MAJOR * 10000 + MINOR * 100 + PATCH, for #if comparisons. */
+#define ACTC_VERSION_NUMBER (ACTC_VERSION_MAJOR * 10000 + ACTC_VERSION_MINOR * 100 + ACTC_VERSION_PATCH)
+/* The version of the library linked at run time ("0.2.0"); compare with
+ * ACTC_VERSION, the one the program was compiled against. */
+ACTC_API const char *actc_version(void);
+
+/* ------------------------------------------------------------------------ */
+/* Library                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Release the process-wide resources the library keeps across calls (the
+ * oneDNN engine, stream and cached convolution primitives, the allocator's
+ * cached blocks).  The library registers no exit handler: call this before
+ * the program exits so that leak checkers (valgrind, LeakSanitizer) see
+ * nothing left.  Safe to call more than once; the library stays usable
+ * afterwards (the resources are made again on demand).  Call it while no
+ * other thread is inside the library. */
+ACTC_API void actc_shutdown(void);
 
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                    */
@@ -50,20 +84,20 @@ typedef enum {
 } actc_status;
 
 /* The message of the last failure on this thread ("" if none). */
-const char *actc_last_error(void);
+ACTC_API const char *actc_last_error(void);
 /* A short constant name for a status ("ACTC_ERR_OOM"...). */
-const char *actc_status_name(actc_status s);
+ACTC_API const char *actc_status_name(actc_status s);
 /* Record a failure: sets the thread's message (printf format) and returns s.
  * Public so that user-defined operators report errors the same way. */
-actc_status actc_set_error(actc_status s, const char *fmt, ...)
+ACTC_API actc_status actc_set_error(actc_status s, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
 /* Status of the last failure on this thread (ACTC_OK after actc_clear_error). */
-actc_status actc_last_status(void);
+ACTC_API actc_status actc_last_status(void);
 /* Forget the last failure. */
-void actc_clear_error(void);
+ACTC_API void actc_clear_error(void);
 
 /* ------------------------------------------------------------------------ */
 /* Accounting allocator                                                      */
@@ -86,37 +120,75 @@ typedef struct {
     size_t peak_total;             /* highest value of current_total          */
     size_t budget;                 /* 0 = unlimited                           */
     size_t n_allocs;               /* allocations since the start             */
+    size_t n_sys_allocs;           /* those of them the system malloc served
+                                      (the others reused a cached block)     */
+    size_t cached;                 /* bytes (class sizes) of freed blocks kept
+                                      for reuse: not live, so in no current[],
+                                      peak[], current_total or peak_total    */
+    size_t cache_limit;            /* most bytes the cache may hold now: the
+                                      limit (by default 2 x high-water mark
+                                      - current_total), at most budget -
+                                      current_total under a budget          */
 } actc_mem_stats;
+
+/* actc_mem_set_cache_limit's default: live + cached bytes stay within twice
+ * the most bytes ever live at once. */
+#define ACTC_MEM_CACHE_AUTO ((size_t)-1)
 
 /* Allocate `bytes` (64-byte aligned) tagged with `cat`.  Returns NULL and sets
  * ACTC_ERR_OOM, with a message naming the category and the request, when the
  * budget would be exceeded or the system is out of memory.  bytes==0 is valid. */
-void *actc_mem_alloc(actc_mem_cat cat, size_t bytes);
+ACTC_API void *actc_mem_alloc(actc_mem_cat cat, size_t bytes);
 /* As actc_mem_alloc, zero-filled. */
-void *actc_mem_calloc(actc_mem_cat cat, size_t bytes);
-/* Free a block from actc_mem_alloc (NULL is ignored). */
-void actc_mem_free(void *p);
+ACTC_API void *actc_mem_calloc(actc_mem_cat cat, size_t bytes);
+/* Free a block from actc_mem_alloc (NULL is ignored).  A block above 64 KiB
+ * may be kept for reuse (see actc_mem_set_cache_limit). */
+ACTC_API void actc_mem_free(void *p);
 /* Size in bytes of a block from actc_mem_alloc. */
-size_t actc_mem_size(const void *p);
+ACTC_API size_t actc_mem_size(const void *p);
 /* Move the block at p (and its bytes in the statistics) to category cat:
  * for a buffer that changes role without a copy (a decoded save that becomes
  * a gradient). */
-void actc_mem_retag(void *p, actc_mem_cat cat);
-/* Limit the total of live bytes (all categories); 0 removes the limit. */
-void actc_mem_set_budget(size_t bytes);
+ACTC_API void actc_mem_retag(void *p, actc_mem_cat cat);
+/* Limit the total of live bytes (all categories); 0 removes the limit.
+ * Cached blocks count too: live + cached never exceeds the budget, as cached
+ * blocks are freed to make room, so they never cause a refusal. */
+ACTC_API void actc_mem_set_budget(size_t bytes);
+/* Freed blocks above 64 KiB are kept in size classes (four per power of two;
+ * a request is rounded up to its class) and reused by the next request of
+ * their class, or by one down to half their size whose own class has none,
+ * so a training step does not page-fault its working set in again.  This
+ * sets the most bytes the cache holds (cached blocks over it are freed now);
+ * 0 turns the cache off (and the rounding).  The default, ACTC_MEM_CACHE_AUTO,
+ * keeps live + cached within twice the high-water mark of live bytes (since
+ * the start, not reset by actc_mem_reset_peak): a step's freed blocks
+ * measured 0.7x (gpt-mini) to 1.3x (ResNet-20) its peak, so a training loop
+ * keeps its working set, and no pattern of requests makes live + cached
+ * exceed twice the most bytes the process had live. */
+ACTC_API void actc_mem_set_cache_limit(size_t bytes);
+/* Free every cached block (to give the memory back between phases). */
+ACTC_API void actc_mem_trim(void);
 /* Copy the counters into *out. */
-void actc_mem_get_stats(actc_mem_stats *out);
+ACTC_API void actc_mem_get_stats(actc_mem_stats *out);
 /* Set every peak to the current value (start of a measured interval). */
-void actc_mem_reset_peak(void);
+ACTC_API void actc_mem_reset_peak(void);
 /* "PARAM", "GRAD", ... */
-const char *actc_mem_cat_name(actc_mem_cat c);
+ACTC_API const char *actc_mem_cat_name(actc_mem_cat c);
 /* Parse "512MiB", "2GiB", "1.5G", "4096" (bytes).  K/M/G/T are powers of
  * 1024 with or without "iB"; "KB"/"MB"/"GB" are powers of 1000. */
-actc_status actc_parse_bytes(const char *s, size_t *out);
+ACTC_API actc_status actc_parse_bytes(const char *s, size_t *out);
+/* A whole decimal number in [lo, hi]: an optional '-' and digits, nothing
+ * else (no spaces, '+', hexadecimal or trailing characters).
+ * ACTC_ERR_INVALID otherwise. */
+ACTC_API actc_status actc_parse_int(const char *s, long long lo, long long hi, long long *out);
+/* A finite decimal number as strict as actc_parse_int: '-', digits, an
+ * optional fraction and exponent ("0.5", "-3e-4"); no spaces, '+', hex,
+ * inf or nan. */
+ACTC_API actc_status actc_parse_number(const char *s, double *out);
 /* Format bytes as "12.3 MiB" into buf. Returns buf. */
-char *actc_format_bytes(size_t bytes, char *buf, size_t cap);
+ACTC_API char *actc_format_bytes(size_t bytes, char *buf, size_t cap);
 /* Peak resident set size of this process in bytes (0 if unknown). */
-size_t actc_process_peak_rss(void);
+ACTC_API size_t actc_process_peak_rss(void);
 
 /* ------------------------------------------------------------------------ */
 /* Counter-based random numbers                                              */
@@ -124,22 +196,38 @@ size_t actc_process_peak_rss(void);
 
 /* Philox-4x32-10: the i-th output of stream (key) is a pure function of
  * (key, i), so results do not depend on thread count or call order. */
-void actc_philox(uint64_t key, uint64_t counter, uint32_t out[4]);
+ACTC_API void actc_philox(uint64_t key, uint64_t counter, uint32_t out[4]);
 /* Uniform float in [0,1) for element i of stream key. */
-float actc_rand_uniform(uint64_t key, uint64_t i);
+ACTC_API float actc_rand_uniform(uint64_t key, uint64_t i);
 /* Standard normal for element i of stream key (Box-Muller). */
-float actc_rand_normal(uint64_t key, uint64_t i);
+ACTC_API float actc_rand_normal(uint64_t key, uint64_t i);
 /* Mix several words into one stream key (splitmix64 based). */
-uint64_t actc_rng_key(uint64_t a, uint64_t b, uint64_t c);
+ACTC_API uint64_t actc_rng_key(uint64_t a, uint64_t b, uint64_t c);
 
 /* ------------------------------------------------------------------------ */
 /* Threads                                                                   */
 /* ------------------------------------------------------------------------ */
 
 /* Set the number of OpenMP (and BLAS) threads; n<=0 keeps the default. */
-void actc_set_threads(int n);
+ACTC_API void actc_set_threads(int n);
 /* The number of threads kernels will use. */
-int actc_get_threads(void);
+ACTC_API int actc_get_threads(void);
+/* Deterministic mode (off by default): with on != 0, every result of the
+ * library (forward values, gradients, losses, the policies' statistics)
+ * depends on the inputs, the seeds and the operations only, not on the
+ * thread count: dense products are computed in tiles whose shape depends on
+ * the product's shape alone, each on one thread, and convolutions run on
+ * im2col + those products instead of oneDNN (whose weight gradient is
+ * reduced across threads).  It costs speed (bench/RESULTS.md,
+ * "Deterministic mode").  Without it, results are reproducible at a fixed
+ * thread count only: OpenBLAS and oneDNN split their sums by the thread
+ * count (the library's own kernels reduce in a fixed order either way).
+ * Fails with ACTC_ERR_INVALID, changing nothing, when the convolution
+ * backend is forced to "dnnl".  Set it while nothing runs, like the
+ * threads. */
+ACTC_API actc_status actc_set_deterministic(int on);
+/* 1 in deterministic mode, else 0. */
+ACTC_API int actc_get_deterministic(void);
 
 /* ------------------------------------------------------------------------ */
 /* Tensors                                                                   */
@@ -161,28 +249,30 @@ typedef struct actc_tensor {
     /* private: reference counts (see actc_tensor_release) */
     int refs_;                 /* owners of the data                           */
     int tape_refs_;            /* tape nodes that route gradients through it  */
+    int grad_uses_;            /* parameters: tape nodes that will still add
+                                  to the gradient in this backward            */
 } actc_tensor;
 
 /* New tensor with uninitialised data in category cat. NULL on failure. */
-actc_tensor *actc_tensor_new(actc_mem_cat cat, int ndim, const int *shape);
+ACTC_API actc_tensor *actc_tensor_new(actc_mem_cat cat, int ndim, const int *shape);
 /* New zero-filled tensor. */
-actc_tensor *actc_tensor_zeros(actc_mem_cat cat, int ndim, const int *shape);
+ACTC_API actc_tensor *actc_tensor_zeros(actc_mem_cat cat, int ndim, const int *shape);
 /* New tensor holding a copy of src's data and shape (category cat). */
-actc_tensor *actc_tensor_copy(actc_mem_cat cat, const actc_tensor *src);
+ACTC_API actc_tensor *actc_tensor_copy(actc_mem_cat cat, const actc_tensor *src);
 /* A trainable parameter (category PARAM, requires_grad, is_param) named name. */
-actc_tensor *actc_param_new(int ndim, const int *shape, const char *name);
+ACTC_API actc_tensor *actc_param_new(int ndim, const int *shape, const char *name);
 /* Add one owner. Returns t. */
-actc_tensor *actc_tensor_retain(actc_tensor *t);
+ACTC_API actc_tensor *actc_tensor_retain(actc_tensor *t);
 /* Drop one owner.  When the last owner goes, the data is freed at once (this is
  * how forward intermediates die as soon as their consumers have run); the
  * struct itself lives on while the tape still routes gradients through it. */
-void actc_tensor_release(actc_tensor *t);
+ACTC_API void actc_tensor_release(actc_tensor *t);
 /* 1 if the two tensors have the same ndim and shape. */
-int actc_same_shape(const actc_tensor *a, const actc_tensor *b);
+ACTC_API int actc_same_shape(const actc_tensor *a, const actc_tensor *b);
 /* Write "[2, 3, 4]" into buf. Returns buf. */
-char *actc_shape_str(const actc_tensor *t, char *buf, size_t cap);
+ACTC_API char *actc_shape_str(const actc_tensor *t, char *buf, size_t cap);
 /* Free t->grad (parameters: call before each step or use actc_zero_grads). */
-void actc_tensor_drop_grad(actc_tensor *t);
+ACTC_API void actc_tensor_drop_grad(actc_tensor *t);
 
 /* ------------------------------------------------------------------------ */
 /* Engine context: tape, saved-context store, policy                         */
@@ -202,54 +292,55 @@ typedef enum {
 } actc_save_kind;
 
 /* New context: training mode, policy "none", seed 0. NULL on failure. */
-actc_ctx *actc_ctx_new(void);
+ACTC_API actc_ctx *actc_ctx_new(void);
 /* Free the context, its tape and its store. */
-void actc_ctx_free(actc_ctx *ctx);
+ACTC_API void actc_ctx_free(actc_ctx *ctx);
 /* Select the compression policy from a spec string ("none", "bf16", ...;
  * actc_policy_list() names them).  Unknown specs fail with ACTC_ERR_INVALID. */
-actc_status actc_ctx_set_policy(actc_ctx *ctx, const char *spec);
+ACTC_API actc_status actc_ctx_set_policy(actc_ctx *ctx, const char *spec);
 /* The canonical spec of the active policy. */
-const char *actc_ctx_policy(const actc_ctx *ctx);
+ACTC_API const char *actc_ctx_policy(const actc_ctx *ctx);
 /* Multi-line help text listing every policy spec and its parameters. */
-const char *actc_policy_list(void);
+ACTC_API const char *actc_policy_list(void);
 /* Stop (1) or resume (0) an adaptive policy's learning (ActNN L3's gradient
- * statistics and per-layer bits): frozen, it keeps compressing with the state
- * it has.  For measurements that must see one fixed policy (actc variance). */
-void actc_ctx_freeze_policy(actc_ctx *ctx, int frozen);
+ * statistics and per-layer bits, GACT's measurements: the controller then
+ * only runs the pass): frozen, it keeps compressing with the state it has.
+ * For measurements that must see one fixed policy (actc variance). */
+ACTC_API void actc_ctx_freeze_policy(actc_ctx *ctx, int frozen);
 /* Training mode records the tape and saves contexts; eval mode does neither
  * (batchnorm uses running statistics, dropout is the identity). */
-void actc_ctx_set_training(actc_ctx *ctx, int training);
-int actc_ctx_training(const actc_ctx *ctx);
+ACTC_API void actc_ctx_set_training(actc_ctx *ctx, int training);
+ACTC_API int actc_ctx_training(const actc_ctx *ctx);
 /* Seed of every random stream of the context (dropout, stochastic rounding). */
-void actc_ctx_set_seed(actc_ctx *ctx, uint64_t seed);
-uint64_t actc_ctx_seed(const actc_ctx *ctx);
+ACTC_API void actc_ctx_set_seed(actc_ctx *ctx, uint64_t seed);
+ACTC_API uint64_t actc_ctx_seed(const actc_ctx *ctx);
 /* Step counter: random streams depend on (seed, step), so re-running a step
  * with the same step number reproduces it exactly.  actc_backward advances it. */
-void actc_ctx_set_step(actc_ctx *ctx, uint64_t step);
-uint64_t actc_ctx_step(const actc_ctx *ctx);
+ACTC_API void actc_ctx_set_step(actc_ctx *ctx, uint64_t step);
+ACTC_API uint64_t actc_ctx_step(const actc_ctx *ctx);
 /* A fresh stream key for an operator's randomness in the current step
  * (deterministic in seed, step and call order within the step). */
-uint64_t actc_ctx_next_key(actc_ctx *ctx);
+ACTC_API uint64_t actc_ctx_next_key(actc_ctx *ctx);
 /* 1 while the engine runs a forward pass a second time: a recomputed segment
  * (actc_segment) during backward, or a sensitivity pass of the GACT
  * controller.  Operators with side effects beyond their output (batch norm's
  * running statistics) must not apply them again then; a user-defined
  * operator with such state should check this too. */
-int actc_ctx_replaying(const actc_ctx *ctx);
+ACTC_API int actc_ctx_replaying(const actc_ctx *ctx);
 /* 1 when operators record tape nodes and saves: training mode, outside the
  * first forward of a segment (actc_segment).  An operator that prepares
  * something only for its backward (a score matrix to save) can skip it
- * otherwise; actc_node_new returns NULL then anyway. */
-int actc_ctx_recording(const actc_ctx *ctx);
+ * otherwise; actc_node_new records no node then anyway. */
+ACTC_API int actc_ctx_recording(const actc_ctx *ctx);
 /* 1 if the active policy asks models to checkpoint their blocks with
  * actc_segment (gact:CB1, gact:CB2, gact:CKPT). */
-int actc_ctx_wants_segments(const actc_ctx *ctx);
+ACTC_API int actc_ctx_wants_segments(const actc_ctx *ctx);
 /* The attention form the active policy asks for (ACTC_ATTN_FLASH or
  * ACTC_ATTN_NAIVE, see the models section), or model_default when it asks
  * for none.  The gact levels ask for the textbook form (GACT's L1 and CB1
  * save the softmax's probabilities), gact:CB2 for the memory-efficient one;
  * every other policy asks for none. */
-int actc_ctx_attention(const actc_ctx *ctx, int model_default);
+ACTC_API int actc_ctx_attention(const actc_ctx *ctx, int model_default);
 
 /* Segment checkpointing (gradient checkpointing, Chen et al. 2016).
  * fn computes a segment (a residual or transformer block) from x: it must not
@@ -270,23 +361,38 @@ int actc_ctx_attention(const actc_ctx *ctx, int model_default);
  * recomputed saves are named when backward reaches them, so their stable
  * keys count occurrences in backward order (scopes keep them apart). */
 typedef actc_tensor *(*actc_segment_fn)(actc_ctx *ctx, actc_tensor *x, void *user);
-actc_tensor *actc_segment(actc_ctx *ctx, actc_segment_fn fn, void *user, actc_tensor *x);
+ACTC_API actc_tensor *actc_segment(actc_ctx *ctx, actc_segment_fn fn, void *user, actc_tensor *x);
 
 /* Name scopes ("layer1.0.conv1"): nodes record the scope they were made in,
  * giving saved tensors stable names across steps (used by policies that keep
  * per-tensor state and by inspection). */
-actc_status actc_scope_push(actc_ctx *ctx, const char *name);
-void actc_scope_pop(actc_ctx *ctx);
+ACTC_API actc_status actc_scope_push(actc_ctx *ctx, const char *name);
+ACTC_API void actc_scope_pop(actc_ctx *ctx);
 
 /* Run the tape backwards from a scalar loss (dloss = 1): gradients accumulate
  * into the .grad of every parameter; intermediate gradients and saved contexts
  * are freed as soon as consumed.  Clears the tape and the store, advances the
  * step.  On failure the tape is cleared as well. */
-actc_status actc_backward(actc_ctx *ctx, actc_tensor *loss);
+ACTC_API actc_status actc_backward(actc_ctx *ctx, actc_tensor *loss);
+/* As actc_backward with dloss = scale: the gradients of scale * loss are
+ * added to the parameters' (a micro-batch's share of a larger batch). */
+ACTC_API actc_status actc_backward_scaled(actc_ctx *ctx, actc_tensor *loss, float scale);
+/* Micro-batch k of the current step draws random streams (dropout,
+ * stochastic rounding) of its own; 0, the default, is the step's own
+ * streams.  actc_ctx_set_step resets it to 0. */
+ACTC_API void actc_ctx_set_substep(actc_ctx *ctx, uint32_t k);
+/* Called during backward for each parameter (a tensor made with
+ * actc_param_new) as soon as no operator left on the tape will add to its
+ * gradient: in reverse topological order, once per parameter that the
+ * recorded graph uses (inside checkpointed segments too, after the
+ * segment's recompute).  A non-OK status stops backward with it.  fn NULL
+ * removes the callback. */
+typedef actc_status (*actc_grad_ready_fn)(actc_ctx *ctx, actc_tensor *param, void *user);
+ACTC_API void actc_ctx_on_grad_complete(actc_ctx *ctx, actc_grad_ready_fn fn, void *user);
 /* Drop the tape and the store without a backward pass (after an error). */
-void actc_ctx_reset(actc_ctx *ctx);
+ACTC_API void actc_ctx_reset(actc_ctx *ctx);
 /* Number of nodes currently on the tape. */
-int actc_tape_size(const actc_ctx *ctx);
+ACTC_API int actc_tape_size(const actc_ctx *ctx);
 
 /* Statistics of the saved-context store.  "Activation memory" is stored_peak:
  * the store's bytes at the end of the forward pass (with segment
@@ -304,16 +410,34 @@ typedef struct {
     size_t forward_bytes;         /* stored_bytes when the last backward began */
     size_t backward_peak;         /* peak of stored_bytes during that backward */
 } actc_store_stats;
-void actc_store_get_stats(const actc_ctx *ctx, actc_store_stats *out);
-void actc_store_reset_peak(actc_ctx *ctx);
+ACTC_API void actc_store_get_stats(const actc_ctx *ctx, actc_store_stats *out);
+ACTC_API void actc_store_reset_peak(actc_ctx *ctx);
 
 /* ---- Writing an operator --------------------------------------------------
- * forward:  y = new output; node = actc_node_new(ctx, "myop", backward, y, n, in);
- *           if (node) { actc_save(ctx, node, x, ACTC_SAVE_ACT); ... }
- * backward: actc_tensor *x = actc_load(ctx, node, 0); ... actc_tensor_release(x);
- *           float *gx = actc_grad_of(ctx, node->inputs[0]);  (NULL: no grad)
- *           accumulate into gx from node->output->grad->data.
- * A backward function returns ACTC_OK or an error status. */
+ * An operator is a forward function that records a node and saves what its
+ * backward needs, and a backward function; examples/custom_op.c is a whole
+ * one.  Check every call, release what you allocated on every path, and pass
+ * failures on with their status (the message is already set):
+ *
+ * forward:
+ *     actc_tensor *y = actc_tensor_new(ACTC_MEM_ACT, ...);  compute y;
+ *     actc_node *node;
+ *     actc_status st = actc_node_new(ctx, "myop", myop_backward, y, n, in, &node);
+ *     if (st == ACTC_OK && node) st = actc_save(ctx, node, x, ACTC_SAVE_ACT);
+ *     if (st != ACTC_OK) { actc_tensor_release(y); return NULL; }
+ *     return y;
+ *   (node NULL with ACTC_OK: nothing is recorded, so nothing is saved.)
+ * backward (returns ACTC_OK or the status of the first failure):
+ *     actc_tensor *x = actc_load(ctx, node, 0);
+ *     if (!x) return actc_last_status();
+ *     float *gx;
+ *     actc_status st = actc_grad_buffer(ctx, node->inputs[0], &gx);
+ *     if (st == ACTC_OK && gx) gx[i] += ... node->output->grad->data[i] ...;
+ *     actc_tensor_release(x);
+ *     return st;
+ *   (gx NULL with ACTC_OK: that input needs no gradient.  An error, out of
+ *   memory included, must be returned: actc_backward then fails with it
+ *   rather than finishing with gradients missing.) */
 typedef actc_status (*actc_backward_fn)(actc_ctx *ctx, actc_node *node);
 
 #define ACTC_NODE_MAX_INPUTS 8
@@ -334,56 +458,66 @@ struct actc_node {
     int n_slots_;
     int index_;                               /* position on the tape          */
     char scope_[128];
+    actc_tensor **held_;                      /* parameters a segment holds    */
+    int n_held_;
+    int uses_released_;
 };
 
-/* Record a node for output y computed from inputs in[0..n-1].  Returns NULL
- * (without error) when nothing needs recording: eval mode, a segment's first
- * forward (actc_ctx_recording() is 0), or no input requires a gradient.  Then y->requires_grad stays 0 and the op saves
- * nothing.  On failure returns NULL and sets an error (check
- * actc_last_status() != ACTC_OK after clearing it, or use actc_node_new2). */
-actc_node *actc_node_new(actc_ctx *ctx, const char *op, actc_backward_fn bw,
-                         actc_tensor *y, int n, actc_tensor *const *in);
-/* As actc_node_new but reports failure through the status: *out is NULL with
- * ACTC_OK when no node is needed. */
-actc_status actc_node_new2(actc_ctx *ctx, const char *op, actc_backward_fn bw,
-                           actc_tensor *y, int n, actc_tensor *const *in,
-                           actc_node **out);
+/* Record on ctx's tape a node for output y computed from inputs in[0..n-1]
+ * (an entry may be NULL: an absent bias), whose backward is bw; op names it
+ * in messages and stable keys and must outlive it (a string literal).
+ * *out receives the node, or NULL with ACTC_OK when nothing needs
+ * recording: eval mode, a segment's first forward (actc_ctx_recording() is
+ * 0), or no input requires a gradient; then y->requires_grad stays 0 and
+ * the operator saves nothing.  A recorded node sets y->requires_grad and
+ * keeps the structs (not the data) of y and the inputs until the tape is
+ * dropped.  Errors (*out NULL): ACTC_ERR_INVALID for a NULL ctx, op, y, in
+ * or out, or n outside [0, ACTC_NODE_MAX_INPUTS]; ACTC_ERR_OOM when the
+ * tape cannot grow. */
+ACTC_API actc_status actc_node_new(actc_ctx *ctx, const char *op, actc_backward_fn bw,
+                                   actc_tensor *y, int n, actc_tensor *const *in,
+                                   actc_node **out);
 /* Keep t for node's backward, as `kind`.  Saves are loaded back by their
  * order: the k-th actc_save on a node is actc_load(ctx, node, k).  The same
  * tensor saved twice with the same kind is stored once. */
-actc_status actc_save(actc_ctx *ctx, actc_node *node, const actc_tensor *t,
-                      actc_save_kind kind);
+ACTC_API actc_status actc_save(actc_ctx *ctx, actc_node *node, const actc_tensor *t,
+                               actc_save_kind kind);
 /* Decode the k-th saved tensor of node into a new SCRATCH tensor of the
  * original shape (MASK: 0/1 floats, INDEX: integer floats).  The caller
  * releases it.  The store frees an entry once every save of it was loaded. */
-actc_tensor *actc_load(actc_ctx *ctx, actc_node *node, int k);
+ACTC_API actc_tensor *actc_load(actc_ctx *ctx, actc_node *node, int k);
 /* 1 if the k-th save of node, not loaded yet, is stored exactly (fp32 or an
  * integer index), 0 if the policy stored it lossy (or k is not pending).  An
  * operator that saved quantities derived from its inputs (a softmax
  * normaliser, say) can tell whether they still match what it will load. */
-int actc_saved_lossless(const actc_ctx *ctx, const actc_node *node, int k);
+ACTC_API int actc_saved_lossless(const actc_ctx *ctx, const actc_node *node, int k);
 /* Decode rows [row0, row0 + nrows) of the first axis of the k-th save of
  * node into dst (nrows * numel / shape[0] floats) and leave the save in the
  * store: for an operator that walks a saved tensor a chunk of samples at a
  * time, so its decoded copy never exists whole.  The store drops the save
  * when the node's backward returns (or at actc_load). */
-actc_status actc_load_rows(actc_ctx *ctx, actc_node *node, int k, int row0, int nrows, float *dst);
-/* The gradient buffer of t, zero-filled on first use (ACT category, GRAD for
- * parameters), to accumulate into.  NULL if t needs no gradient (or on OOM:
- * then actc_last_status() is ACTC_ERR_OOM). */
-float *actc_grad_of(actc_ctx *ctx, actc_tensor *t);
+ACTC_API actc_status actc_load_rows(actc_ctx *ctx, actc_node *node, int k, int row0, int nrows, float *dst);
+/* For a backward function: in *out, the gradient buffer of t (t->grad's
+ * data, t->numel floats) to accumulate its contribution into (+=), made
+ * zero-filled on first use (category GRAD for a parameter, ACT otherwise).
+ * *out is NULL with ACTC_OK when t needs no gradient (t NULL or
+ * t->requires_grad 0).  When the buffer cannot be allocated (no system
+ * memory, or over the actc_mem_set_budget budget) returns ACTC_ERR_OOM with
+ * a message naming t and the request, *out NULL: return that status from
+ * the backward function.  ACTC_ERR_INVALID if out is NULL. */
+ACTC_API actc_status actc_grad_buffer(actc_ctx *ctx, actc_tensor *t, float **out);
 /* Hand over a gradient contribution the operator computed in a buffer it
  * owns (a decoded save it no longer needs, or its output's gradient taken
- * with actc_grad_take), instead of accumulating into actc_grad_of: if t has
- * no gradient yet, g (same shape) becomes it without a copy or a zero fill;
- * otherwise g is added into it.  Takes the caller's reference to g in every
- * case (released at once if t needs no gradient).  Saves a tensor-sized
- * buffer at the moments that set the backward peak. */
-actc_status actc_grad_adopt(actc_ctx *ctx, actc_tensor *t, actc_tensor *g);
+ * with actc_grad_take), instead of accumulating into actc_grad_buffer's:
+ * if t has no gradient yet, g (same shape) becomes it without a copy or a
+ * zero fill; otherwise g is added into it.  Takes the caller's reference to
+ * g in every case (released at once if t needs no gradient).  Saves a
+ * tensor-sized buffer at the moments that set the backward peak. */
+ACTC_API actc_status actc_grad_adopt(actc_ctx *ctx, actc_tensor *t, actc_tensor *g);
 /* Detach and return node's output gradient (the caller owns it), for an
  * operator whose input gradient is its output gradient, changed in place or
  * not (addition, ReLU); NULL if there is none. */
-actc_tensor *actc_grad_take(actc_node *node);
+ACTC_API actc_tensor *actc_grad_take(actc_node *node);
 
 /* ------------------------------------------------------------------------ */
 /* Operators (forward; backward is recorded on the tape)                     */
@@ -392,21 +526,35 @@ actc_tensor *actc_grad_take(actc_node *node);
 
 /* y[N,out] = x[N,in] W[out,in]^T + b[out] (b may be NULL). x may have more
  * than 2 dims: the last dim is `in`, the others are flattened into N. */
-actc_tensor *actc_linear(actc_ctx *ctx, actc_tensor *x, actc_tensor *w, actc_tensor *b);
+ACTC_API actc_tensor *actc_linear(actc_ctx *ctx, actc_tensor *x, actc_tensor *w, actc_tensor *b);
 /* 2-D convolution, x[N,C,H,W], w[K,C,kh,kw], b[K] or NULL.  Runs on oneDNN
- * when built with it (ACTC_CONV=im2col in the environment forces the
- * im2col + OpenBLAS sgemm path, which is also the fallback); every buffer
- * either backend needs is SCRATCH-accounted and bounded per chunk. */
-actc_tensor *actc_conv2d(actc_ctx *ctx, actc_tensor *x, actc_tensor *w, actc_tensor *b,
-                         int stride, int pad);
+ * when built with it, else on im2col + OpenBLAS sgemm, which is also the
+ * fallback for geometries oneDNN cannot run (actc_set_conv_backend chooses
+ * otherwise); every buffer either backend needs is SCRATCH-accounted and
+ * bounded per chunk. */
+ACTC_API actc_tensor *actc_conv2d(actc_ctx *ctx, actc_tensor *x, actc_tensor *w, actc_tensor *b,
+                                  int stride, int pad);
+/* Choose the backend of every later convolution of the process (forward
+ * and backward): "auto" (the default: oneDNN when the library was built
+ * with it, falling back to im2col per geometry), "dnnl" (oneDNN only: a
+ * geometry it cannot run fails with ACTC_ERR_STATE) or "im2col" (im2col +
+ * sgemm).  The library reads no environment variable; the actc command
+ * passes its ACTC_CONV here.  Unknown names, and "dnnl" in a build without
+ * oneDNN, fail with ACTC_ERR_INVALID and change nothing; so does "dnnl" in
+ * deterministic mode (actc_set_deterministic), which runs "auto" on
+ * im2col.  Set it while no
+ * convolution is running (before training, or between steps). */
+ACTC_API actc_status actc_set_conv_backend(const char *name);
+/* The backend set by actc_set_conv_backend: "auto", "dnnl" or "im2col". */
+ACTC_API const char *actc_get_conv_backend(void);
 /* Batch normalisation over N,H,W per channel.  Training: batch statistics,
  * running_mean/var updated with `momentum` (PyTorch convention, unbiased var).
  * Eval: running statistics.  gamma/beta are parameters [C]. */
-actc_tensor *actc_batchnorm2d(actc_ctx *ctx, actc_tensor *x, actc_tensor *gamma,
-                              actc_tensor *beta, actc_tensor *running_mean,
-                              actc_tensor *running_var, float momentum, float eps);
+ACTC_API actc_tensor *actc_batchnorm2d(actc_ctx *ctx, actc_tensor *x, actc_tensor *gamma,
+                                       actc_tensor *beta, actc_tensor *running_mean,
+                                       actc_tensor *running_var, float momentum, float eps);
 /* max(x, 0). */
-actc_tensor *actc_relu(actc_ctx *ctx, actc_tensor *x);
+ACTC_API actc_tensor *actc_relu(actc_ctx *ctx, actc_tensor *x);
 /* As actc_conv2d, actc_batchnorm2d and actc_relu, but taking over the
  * caller's reference to x (released in every case, errors included): when it
  * was x's only reference, the result is computed in x's own buffer (x keeps
@@ -415,63 +563,63 @@ actc_tensor *actc_relu(actc_ctx *ctx, actc_tensor *x);
  * overwritten.  conv2d does so when the output is as large as the input
  * (stride 1, as many output as input channels) on the oneDNN backend, a
  * chunk of samples at a time; otherwise it allocates as actc_conv2d does. */
-actc_tensor *actc_conv2d_take(actc_ctx *ctx, actc_tensor *x, actc_tensor *w, actc_tensor *b,
-                              int stride, int pad);
-actc_tensor *actc_batchnorm2d_take(actc_ctx *ctx, actc_tensor *x, actc_tensor *gamma,
-                                   actc_tensor *beta, actc_tensor *running_mean,
-                                   actc_tensor *running_var, float momentum, float eps);
-actc_tensor *actc_relu_take(actc_ctx *ctx, actc_tensor *x);
+ACTC_API actc_tensor *actc_conv2d_take(actc_ctx *ctx, actc_tensor *x, actc_tensor *w, actc_tensor *b,
+                                       int stride, int pad);
+ACTC_API actc_tensor *actc_batchnorm2d_take(actc_ctx *ctx, actc_tensor *x, actc_tensor *gamma,
+                                            actc_tensor *beta, actc_tensor *running_mean,
+                                            actc_tensor *running_var, float momentum, float eps);
+ACTC_API actc_tensor *actc_relu_take(actc_ctx *ctx, actc_tensor *x);
 /* Max pooling, window k, stride s, zero... padding p (padded cells never win). */
-actc_tensor *actc_maxpool2d(actc_ctx *ctx, actc_tensor *x, int k, int s, int p);
+ACTC_API actc_tensor *actc_maxpool2d(actc_ctx *ctx, actc_tensor *x, int k, int s, int p);
 /* Average pooling (padding counted in the divisor, as PyTorch's default). */
-actc_tensor *actc_avgpool2d(actc_ctx *ctx, actc_tensor *x, int k, int s, int p);
+ACTC_API actc_tensor *actc_avgpool2d(actc_ctx *ctx, actc_tensor *x, int k, int s, int p);
 /* [N,C,H,W] -> [N,C]. */
-actc_tensor *actc_global_avgpool(actc_ctx *ctx, actc_tensor *x);
+ACTC_API actc_tensor *actc_global_avgpool(actc_ctx *ctx, actc_tensor *x);
 /* Inverted dropout with drop probability p (identity in eval mode). */
-actc_tensor *actc_dropout(actc_ctx *ctx, actc_tensor *x, float p);
+ACTC_API actc_tensor *actc_dropout(actc_ctx *ctx, actc_tensor *x, float p);
 /* a + b, same shapes (residual connection). */
-actc_tensor *actc_add(actc_ctx *ctx, actc_tensor *a, actc_tensor *b);
+ACTC_API actc_tensor *actc_add(actc_ctx *ctx, actc_tensor *a, actc_tensor *b);
 /* As actc_add, taking over the caller's reference to a (like actc_relu_take). */
-actc_tensor *actc_add_take(actc_ctx *ctx, actc_tensor *a, actc_tensor *b);
+ACTC_API actc_tensor *actc_add_take(actc_ctx *ctx, actc_tensor *a, actc_tensor *b);
 /* Same data, new shape (same numel); one dim may be -1. */
-actc_tensor *actc_reshape(actc_ctx *ctx, actc_tensor *x, int ndim, const int *shape);
+ACTC_API actc_tensor *actc_reshape(actc_ctx *ctx, actc_tensor *x, int ndim, const int *shape);
 /* As actc_reshape, taking over the caller's reference to x (like
  * actc_relu_take): with x's only reference the result keeps x's buffer, no
  * copy. */
-actc_tensor *actc_reshape_take(actc_ctx *ctx, actc_tensor *x, int ndim, const int *shape);
+ACTC_API actc_tensor *actc_reshape_take(actc_ctx *ctx, actc_tensor *x, int ndim, const int *shape);
 /* [N, ...] -> [N, rest]. */
-actc_tensor *actc_flatten(actc_ctx *ctx, actc_tensor *x);
+ACTC_API actc_tensor *actc_flatten(actc_ctx *ctx, actc_tensor *x);
 /* Mean softmax cross-entropy of logits[N,K] against integer labels[N] (values
  * in [0,K), or ignore_index to skip a row; pass -1 for none).  Returns a
  * scalar tensor.  If n_correct is not NULL it receives the count of rows whose
  * argmax equals the label.  Saves the probabilities softmax(logits) for
  * backward (an ACT save: policies may round them; the gradient is linear in
  * them, so stochastic rounding keeps it unbiased). */
-actc_tensor *actc_cross_entropy(actc_ctx *ctx, actc_tensor *logits, const int32_t *labels,
-                                int ignore_index, int *n_correct);
+ACTC_API actc_tensor *actc_cross_entropy(actc_ctx *ctx, actc_tensor *logits, const int32_t *labels,
+                                         int ignore_index, int *n_correct);
 
 /* ---- Transformer building blocks (normalise / activate over the last dim) */
 
 /* Token embedding: out[b,t,:] = weight[ids[b*T+t], :] for ids in [0, V).
  * weight is [V, D]; the result is [B, T, D].  The ids are kept as INDEX. */
-actc_tensor *actc_embedding(actc_ctx *ctx, const int32_t *ids, int B, int T, actc_tensor *weight);
+ACTC_API actc_tensor *actc_embedding(actc_ctx *ctx, const int32_t *ids, int B, int T, actc_tensor *weight);
 /* LayerNorm over the last dim D: (x - mean) * rstd * gamma + beta; gamma and
  * beta are [D] (either may be NULL).  Saves x as ACT and mean/rstd as EXACT. */
-actc_tensor *actc_layernorm(actc_ctx *ctx, actc_tensor *x, actc_tensor *gamma, actc_tensor *beta,
-                            float eps);
+ACTC_API actc_tensor *actc_layernorm(actc_ctx *ctx, actc_tensor *x, actc_tensor *gamma, actc_tensor *beta,
+                                     float eps);
 /* RMSNorm over the last dim: x * rsqrt(mean(x^2) + eps) * gamma (gamma [D] or NULL). */
-actc_tensor *actc_rmsnorm(actc_ctx *ctx, actc_tensor *x, actc_tensor *gamma, float eps);
+ACTC_API actc_tensor *actc_rmsnorm(actc_ctx *ctx, actc_tensor *x, actc_tensor *gamma, float eps);
 /* GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
-actc_tensor *actc_gelu(actc_ctx *ctx, actc_tensor *x);
+ACTC_API actc_tensor *actc_gelu(actc_ctx *ctx, actc_tensor *x);
 /* SiLU: x * sigmoid(x). */
-actc_tensor *actc_silu(actc_ctx *ctx, actc_tensor *x);
+ACTC_API actc_tensor *actc_silu(actc_ctx *ctx, actc_tensor *x);
 /* As actc_gelu / actc_silu, taking over the caller's reference to x (like
  * actc_relu_take): with x's only reference the derivative they save is
  * written over x's buffer, so forward holds no extra full-size tensor. */
-actc_tensor *actc_gelu_take(actc_ctx *ctx, actc_tensor *x);
-actc_tensor *actc_silu_take(actc_ctx *ctx, actc_tensor *x);
+ACTC_API actc_tensor *actc_gelu_take(actc_ctx *ctx, actc_tensor *x);
+ACTC_API actc_tensor *actc_silu_take(actc_ctx *ctx, actc_tensor *x);
 /* Element-wise product a * b of equal shapes (SwiGLU is mul(silu(a), b)). */
-actc_tensor *actc_mul(actc_ctx *ctx, actc_tensor *a, actc_tensor *b);
+ACTC_API actc_tensor *actc_mul(actc_ctx *ctx, actc_tensor *a, actc_tensor *b);
 
 /* ---- Attention: causal self-attention and its parts ----------------------
  * Layout: q, k, v and the attention output are [B, T, H*Dh], head h being
@@ -485,21 +633,21 @@ actc_tensor *actc_mul(actc_ctx *ctx, actc_tensor *a, actc_tensor *b);
  * by every item.  One OpenBLAS sgemm per item, many small items spread over
  * threads.  Saves a (ACT) only if b needs a gradient and b only if a does;
  * a parameter is read in place instead. */
-actc_tensor *actc_matmul(actc_ctx *ctx, actc_tensor *a, actc_tensor *b, int trans_a, int trans_b);
+ACTC_API actc_tensor *actc_matmul(actc_ctx *ctx, actc_tensor *a, actc_tensor *b, int trans_a, int trans_b);
 /* Causal softmax over the last dim of x [..., T, T]: row i is
  * softmax(scale * x[i, j]) over the columns j <= i and exactly 0 for j > i.
  * Saves the output (the probabilities) as ACT. */
-actc_tensor *actc_softmax_causal(actc_ctx *ctx, actc_tensor *x, float scale);
+ACTC_API actc_tensor *actc_softmax_causal(actc_ctx *ctx, actc_tensor *x, float scale);
 /* Rotary position embedding on x [B, T, H, Dh] (or [B, T, Dh], one head): at
  * position t (dim 1, from 0) every head's pairs (x[2i], x[2i+1]) are rotated
  * by the angle t * base^(-2i/Dh).  base 0 selects 10000 (LLaMA); Dh must be
  * even.  Saves nothing (backward rotates the gradient back). */
-actc_tensor *actc_rope(actc_ctx *ctx, actc_tensor *x, float base);
+ACTC_API actc_tensor *actc_rope(actc_ctx *ctx, actc_tensor *x, float base);
 /* Causal multi-head self-attention, textbook form: per head
  * O = softmax(Q K^T / sqrt(Dh), causal) V with Dh = width / n_heads; returns
  * [B, T, H*Dh].  One node keeping Q, K, V and the probabilities P [B, H, T, T]
  * (ACT): 4 (3 B T H Dh + B H T^2) bytes in fp32. */
-actc_tensor *actc_attention_naive(actc_ctx *ctx, actc_tensor *q, actc_tensor *k, actc_tensor *v, int n_heads);
+ACTC_API actc_tensor *actc_attention_naive(actc_ctx *ctx, actc_tensor *q, actc_tensor *k, actc_tensor *v, int n_heads);
 /* The same attention, memory-efficient form (FlashAttention-2 style): keys in
  * blocks with an online softmax, fully masked blocks skipped, so no T x T
  * scores exist (scratch: a few 64 x 64 blocks per thread); backward
@@ -511,7 +659,7 @@ actc_tensor *actc_attention_naive(actc_ctx *ctx, actc_tensor *q, actc_tensor *k,
  * log-sum-exp from the decoded Q and K (one more Q K^T pass), so the
  * probabilities it rebuilds are an exact softmax of what it decoded.
  * Same results as actc_attention_naive to float rounding. */
-actc_tensor *actc_attention_flash(actc_ctx *ctx, actc_tensor *q, actc_tensor *k, actc_tensor *v, int n_heads);
+ACTC_API actc_tensor *actc_attention_flash(actc_ctx *ctx, actc_tensor *q, actc_tensor *k, actc_tensor *v, int n_heads);
 
 /* ------------------------------------------------------------------------ */
 /* GACT controller: run-time sensitivity and per-tensor bits                 */
@@ -557,7 +705,7 @@ typedef struct {
 
 typedef struct actc_controller actc_controller;
 
-actc_controller_opts actc_controller_default_opts(void);
+ACTC_API actc_controller_opts actc_controller_default_opts(void);
 /* A controller for ctx, measuring gradients of params[0..n-1] (the array is
  * copied; the tensors stay the caller's).  o NULL: the defaults.  NULL with
  * an error on bad options or no memory.  Under a gact policy it keeps a
@@ -565,26 +713,26 @@ actc_controller_opts actc_controller_default_opts(void);
  * accounted as OPTIM) and, while measuring, a copy of the reference gradient
  * (SCRATCH).  Its measurements are not part of model checkpoints: a resumed
  * run measures again at its first iteration. */
-actc_controller *actc_controller_new(actc_ctx *ctx, actc_tensor **params, int n, const actc_controller_opts *o);
-void actc_controller_free(actc_controller *c);
+ACTC_API actc_controller *actc_controller_new(actc_ctx *ctx, actc_tensor **params, int n, const actc_controller_opts *o);
+ACTC_API void actc_controller_free(actc_controller *c);
 /* One training iteration's forward and backward (measuring and re-allocating
  * first when due).  The optimizer step is the caller's, after this returns.
  * The context's step number is the same for every pass and advances once. */
-actc_status actc_controller_iterate(actc_controller *c, actc_fwdbwd_fn fn, void *user);
+ACTC_API actc_status actc_controller_iterate(actc_controller *c, actc_fwdbwd_fn fn, void *user);
 /* 1 if the last iterate measured sensitivities and re-allocated bits. */
-int actc_controller_adapted(const actc_controller *c);
+ACTC_API int actc_controller_adapted(const actc_controller *c);
 /* The variance alert: a message with the numbers and the advice to raise
  * the budget when, after an adaptation, the estimated compression variance
  * V(b) = sum c_l S(b_l) exceeds alert_fraction of the overall gradient
  * variance (a running estimate over the iterations); else NULL.  Each
  * adaptation raises it at most once; this returns it once. */
-const char *actc_controller_take_alert(actc_controller *c);
+ACTC_API const char *actc_controller_take_alert(actc_controller *c);
 /* V(b) scaled to the whole batch, and the running overall gradient variance
  * (sum over parameters; < 0 while unknown). */
-void actc_controller_variances(const actc_controller *c, double *compression, double *overall);
+ACTC_API void actc_controller_variances(const actc_controller *c, double *compression, double *overall);
 /* The tensors of the gact policy on the context (up to cap written; returns
  * how many there are, 0 for another policy), in first-save order. */
-int actc_controller_tensors(const actc_controller *c, actc_saved_info *out, int cap);
+ACTC_API int actc_controller_tensors(const actc_controller *c, actc_saved_info *out, int cap);
 
 /* ------------------------------------------------------------------------ */
 /* Models                                                                    */
@@ -612,38 +760,74 @@ typedef struct {
 } actc_model_opts;
 
 /* Default options (1x28x28 input, 10 classes). */
-actc_model_opts actc_model_default_opts(void);
+ACTC_API actc_model_opts actc_model_default_opts(void);
 /* Build a model by name: image classifiers "mlp", "resnet20", "resnet32",
  * "resnet56", "resnet18"; language models "gpt", "llama" (6 layers, width
  * 256, 8 heads, context 256, vocabulary 256 unless opts say otherwise), the
  * presets "gpt-mini" and "llama-mini" (the same shapes) and "gpt2-124m" (12
  * layers, width 768, 12 heads, context 1024, vocabulary 50257). */
-actc_status actc_model_create(const char *name, const actc_model_opts *o, actc_model **out);
-void actc_model_free(actc_model *m);
+ACTC_API actc_status actc_model_create(const char *name, const actc_model_opts *o, actc_model **out);
+ACTC_API void actc_model_free(actc_model *m);
 /* Names accepted by actc_model_create, one per line with a description. */
-const char *actc_model_list(void);
-const char *actc_model_name(const actc_model *m);
-const actc_model_opts *actc_model_get_opts(const actc_model *m);
+ACTC_API const char *actc_model_list(void);
+ACTC_API const char *actc_model_name(const actc_model *m);
+ACTC_API const actc_model_opts *actc_model_get_opts(const actc_model *m);
 /* logits[N,num_classes] for a batch x[N,C,H,W].  Records the tape in training
  * mode.  The caller releases the result. */
-actc_tensor *actc_model_forward(actc_model *m, actc_ctx *ctx, actc_tensor *x);
+ACTC_API actc_tensor *actc_model_forward(actc_model *m, actc_ctx *ctx, actc_tensor *x);
 /* 1 for a language model (fed token ids), 0 for an image classifier. */
-int actc_model_takes_tokens(const actc_model *m);
+ACTC_API int actc_model_takes_tokens(const actc_model *m);
 /* The same by name, before building: 1 if actc_model_create(name) makes a
  * language model. */
-int actc_model_name_takes_tokens(const char *name);
+ACTC_API int actc_model_name_takes_tokens(const char *name);
 /* Language models: logits [B*T, vocab] (row b*T + t predicts the token after
  * ids[b*T + t]) for B sequences of T token ids (ids[b*T + t] in [0, vocab),
  * 1 <= T <= context).  Records the tape in training mode. */
-actc_tensor *actc_model_forward_tokens(actc_model *m, actc_ctx *ctx, const int32_t *ids, int B, int T);
+ACTC_API actc_tensor *actc_model_forward_tokens(actc_model *m, actc_ctx *ctx, const int32_t *ids, int B, int T);
+/* One minibatch as a model's forward sees it.  The trainer cuts a batch
+ * along its first axis (x's first dimension, ids' rows, labels) into
+ * micro-batches and sub-batches; `user` is passed through unchanged. */
+typedef struct actc_batch {
+    actc_tensor *x;          /* image models: the input [N, C, H, W]; user models:
+                                any input tensor whose first dim is the sample
+                                axis; NULL for language models                */
+    const int32_t *ids;      /* language models: B rows of T token ids         */
+    int B, T;
+    const int32_t *labels;   /* one target per row of the logits: N labels, or
+                                B*T next tokens; NULL when a user model's
+                                forward returns the loss itself                */
+    void *user;              /* anything a user-defined forward needs          */
+} actc_batch;
+
+/* Samples in b: x's first dimension when x is set, else B. */
+ACTC_API int actc_batch_samples(const actc_batch *b);
+
+/* Forward of a user-defined model: the logits for batch b (one row per
+ * label), or, when b->labels is NULL, the scalar loss.  It builds them with
+ * the operators (and its own, see "Writing an operator"), reading its
+ * parameters and whatever it keeps in user. */
+typedef actc_tensor *(*actc_forward_fn)(actc_ctx *ctx, const actc_batch *b, void *user);
+/* Wrap your own model as an actc_model, so that the trainer, checkpoints
+ * and maxbatch take it like a built-in one: params (trainable, from
+ * actc_param_new) and buffers (saved, not trained: running statistics),
+ * every one named, names unique (checkpoints store tensors by name).  The
+ * model takes a reference to each tensor (drop yours when you like) and
+ * forward is called with user.  actc_model_get_opts reports the defaults. */
+ACTC_API actc_status actc_model_custom(const char *name, actc_tensor *const *params, int n_params, actc_tensor *const *buffers,
+                                       int n_buffers, actc_forward_fn forward, void *user, actc_model **out);
+/* 1 for a model made by actc_model_custom. */
+ACTC_API int actc_model_is_custom(const actc_model *m);
+/* The logits (or a user model's loss) for batch b: x for image models, ids
+ * for language models, the user's forward for a custom one. */
+ACTC_API actc_tensor *actc_model_forward_batch(actc_model *m, actc_ctx *ctx, const actc_batch *b);
 /* Trainable parameters (order is stable). */
-int actc_model_params(actc_model *m, actc_tensor ***out);
+ACTC_API int actc_model_params(actc_model *m, actc_tensor ***out);
 /* Everything a checkpoint must hold: parameters then buffers (running stats). */
-int actc_model_state(actc_model *m, actc_tensor ***out);
+ACTC_API int actc_model_state(actc_model *m, actc_tensor ***out);
 /* Total number of trainable scalars. */
-size_t actc_model_num_params(actc_model *m);
+ACTC_API size_t actc_model_num_params(actc_model *m);
 /* Free the .grad of every parameter. */
-void actc_model_zero_grad(actc_model *m);
+ACTC_API void actc_model_zero_grad(actc_model *m);
 
 /* ------------------------------------------------------------------------ */
 /* Optimizers and learning-rate schedules                                    */
@@ -652,32 +836,32 @@ void actc_model_zero_grad(actc_model *m);
 typedef struct actc_optim actc_optim;
 
 /* SGD with momentum (0 = plain), Nesterov, L2 weight decay (added to grad). */
-actc_optim *actc_sgd_new(actc_tensor **params, int n, float momentum, int nesterov,
-                         float weight_decay);
+ACTC_API actc_optim *actc_sgd_new(actc_tensor **params, int n, float momentum, int nesterov,
+                                  float weight_decay);
 /* AdamW (decoupled weight decay). */
-actc_optim *actc_adamw_new(actc_tensor **params, int n, float beta1, float beta2,
-                           float eps, float weight_decay);
-void actc_optim_free(actc_optim *o);
+ACTC_API actc_optim *actc_adamw_new(actc_tensor **params, int n, float beta1, float beta2,
+                                    float eps, float weight_decay);
+ACTC_API void actc_optim_free(actc_optim *o);
 /* One update with learning rate lr using each parameter's .grad (a parameter
  * without grad is skipped).  Does not clear the gradients. */
-actc_status actc_optim_step(actc_optim *o, float lr);
+ACTC_API actc_status actc_optim_step(actc_optim *o, float lr);
 /* Scale the gradients of params[0..n) (those that have one) by
  * max_norm / (norm + 1e-6) when their global L2 norm exceeds max_norm > 0
  * (PyTorch's clip_grad_norm_).  *norm_out (may be NULL) receives the norm
  * before clipping.  A non-finite norm scales nothing and returns
  * ACTC_ERR_NUMERIC, so an Inf/NaN gradient never reaches the optimizer. */
-actc_status actc_clip_grad_norm(actc_tensor **params, int n, float max_norm, float *norm_out);
+ACTC_API actc_status actc_clip_grad_norm(actc_tensor **params, int n, float max_norm, float *norm_out);
 /* "sgd" or "adamw". */
-const char *actc_optim_name(const actc_optim *o);
+ACTC_API const char *actc_optim_name(const actc_optim *o);
 /* State tensors for checkpoints (momentum buffers, Adam moments), in
  * parameter order then slot order; missing state is created as zeros first
  * (-1 if that allocation fails).  The array belongs to the optimizer. */
-int actc_optim_state(actc_optim *o, actc_tensor ***out);
+ACTC_API int actc_optim_state(actc_optim *o, actc_tensor ***out);
 /* Allocate all state tensors now (zeros). */
-actc_status actc_optim_init_state(actc_optim *o);
+ACTC_API actc_status actc_optim_init_state(actc_optim *o);
 /* Number of steps taken (AdamW bias correction); settable for resume. */
-uint64_t actc_optim_steps(const actc_optim *o);
-void actc_optim_set_steps(actc_optim *o, uint64_t steps);
+ACTC_API uint64_t actc_optim_steps(const actc_optim *o);
+ACTC_API void actc_optim_set_steps(actc_optim *o, uint64_t steps);
 
 typedef enum { ACTC_LR_CONSTANT = 0, ACTC_LR_STEP, ACTC_LR_COSINE } actc_lr_kind;
 typedef struct {
@@ -691,12 +875,17 @@ typedef struct {
     float gamma;           /* step decay factor                             */
 } actc_lr_schedule;
 /* Learning rate at (0-based) step. */
-float actc_lr_at(const actc_lr_schedule *s, uint64_t step);
+ACTC_API float actc_lr_at(const actc_lr_schedule *s, uint64_t step);
 /* Parse "const" (or "constant"), "cosine", or "step:STEP_SIZE:GAMMA" (decay by
  * GAMMA > 0 every STEP_SIZE > 0 steps).  Sets kind (and step_size, gamma);
  * the caller fills base_lr, min_lr, warmup_steps, total_steps.  *s is left
  * untouched on error. */
-actc_status actc_lr_parse(const char *spec, actc_lr_schedule *s);
+ACTC_API actc_status actc_lr_parse(const char *spec, actc_lr_schedule *s);
+/* Check a filled schedule: base_lr positive and finite; a cosine floor in
+ * [0, base_lr]; a step decay with step_size > 0 and 0 < gamma <= 1 (a
+ * schedule that claims to decay must not raise the rate).  ACTC_ERR_INVALID
+ * with the numbers otherwise. */
+ACTC_API actc_status actc_lr_check(const actc_lr_schedule *s);
 
 /* ------------------------------------------------------------------------ */
 /* Data                                                                      */
@@ -714,12 +903,12 @@ typedef struct {
  * (ACTC_ERR_IO), wrong magic or dims, truncated, trailing bytes, count
  * mismatch (ACTC_ERR_FORMAT).  Pixels and labels are malloc'd input data, not
  * accounted by the allocator. */
-actc_status actc_idx_load(const char *images_path, const char *labels_path,
-                          actc_image_dataset *out);
+ACTC_API actc_status actc_idx_load(const char *images_path, const char *labels_path,
+                                   actc_image_dataset *out);
 /* Fashion-MNIST from directory dir (default /usr/share/datasets/fashion-mnist
  * when dir is NULL): train=1 -> train-*, train=0 -> t10k-*; either .gz or not. */
-actc_status actc_fashion_mnist_load(const char *dir, int train, actc_image_dataset *out);
-void actc_image_dataset_free(actc_image_dataset *d);
+ACTC_API actc_status actc_fashion_mnist_load(const char *dir, int train, actc_image_dataset *out);
+ACTC_API void actc_image_dataset_free(actc_image_dataset *d);
 
 typedef struct {
     float mean, std;       /* normalisation x = (p/255 - mean) / std          */
@@ -733,17 +922,17 @@ typedef struct actc_loader actc_loader;
 /* Batches of `batch` images (the last partial batch is dropped if drop_last;
  * then batch > d->n is an error).  d must outlive the loader (not copied); o
  * may be NULL for defaults (mean 0, std 1, no augmentation, no shuffle). */
-actc_loader *actc_loader_new(const actc_image_dataset *d, int batch, int drop_last,
-                             const actc_loader_opts *o);
-void actc_loader_free(actc_loader *l);
+ACTC_API actc_loader *actc_loader_new(const actc_image_dataset *d, int batch, int drop_last,
+                                      const actc_loader_opts *o);
+ACTC_API void actc_loader_free(actc_loader *l);
 /* Number of batches per epoch. */
-int actc_loader_num_batches(const actc_loader *l);
+ACTC_API int actc_loader_num_batches(const actc_loader *l);
 /* Fill x (a [B,C,H,W] SCRATCH tensor the loader allocates; caller releases)
  * and labels (B entries, owned by the loader until the next call) with batch
  * `index` of epoch `epoch`.  Order and augmentation are a pure function of
  * (seed, epoch, index), so a resumed run sees the same batches. */
-actc_status actc_loader_get(actc_loader *l, int epoch, int index, actc_tensor **x,
-                            const int32_t **labels, int *batch_size);
+ACTC_API actc_status actc_loader_get(actc_loader *l, int epoch, int index, actc_tensor **x,
+                                     const int32_t **labels, int *batch_size);
 
 /* ---- Text corpora: byte-level tokens (vocabulary 256) ---- */
 
@@ -759,52 +948,323 @@ typedef struct {
  * concatenated).  The last val_fraction of the bytes (0 < f < 1), moved
  * forward to the next line start, is held out for validation.  Errors name
  * the path: missing (ACTC_ERR_IO), empty (ACTC_ERR_FORMAT). */
-actc_status actc_text_load(const char *path, double val_fraction, actc_text_corpus *out);
-void actc_text_free(actc_text_corpus *c);
+ACTC_API actc_status actc_text_load(const char *path, double val_fraction, actc_text_corpus *out);
+ACTC_API void actc_text_free(actc_text_corpus *c);
 /* B windows of T+1 consecutive bytes (inputs and next-byte targets) from the
  * train (split 0) or validation (split 1) part into ids[B*(T+1)], at offsets
  * that are a pure function of (seed, step).  ACTC_ERR_INVALID, naming the
  * sizes, when the part is shorter than T+1 bytes. */
-actc_status actc_text_batch(const actc_text_corpus *c, int split, int B, int T, uint64_t seed,
-                            uint64_t step, int32_t *ids);
+ACTC_API actc_status actc_text_batch(const actc_text_corpus *c, int split, int B, int T, uint64_t seed,
+                                     uint64_t step, int32_t *ids);
+
+/* ---- Data sources: the batches of an epoch ---- */
+
+/* A data source hands out the batches of an epoch by index, as a pure
+ * function of (epoch, index, step), so a resumed run sees the same batches.
+ * The batch's memory belongs to the source and stays valid until the next
+ * actc_source_get on it or actc_source_free. */
+typedef struct actc_source actc_source;
+/* Batches of `batch` images of d (o as actc_loader_new's: normalisation,
+ * augmentation, shuffling by epoch); drop_last drops a final partial batch.
+ * d must outlive the source. */
+ACTC_API actc_status actc_source_images(const actc_image_dataset *d, int batch, int drop_last, const actc_loader_opts *o,
+                                        actc_source **out);
+/* Language-model training: B random windows of T + 1 bytes of the train
+ * part of c per batch (inputs and next-byte targets), drawn from (seed,
+ * step) as actc_text_batch does; an epoch is `batches` batches.  c must
+ * outlive the source. */
+ACTC_API actc_status actc_source_text(const actc_text_corpus *c, int B, int T, uint64_t seed, int batches,
+                                      actc_source **out);
+/* Language-model validation: n = tokens / T windows (tokens 0: every T
+ * bytes, so each held-out byte but the first is predicted once) spread
+ * evenly over the validation part of c, first at its start, last at its
+ * end, in batches of up to B windows. */
+ACTC_API actc_status actc_source_text_eval(const actc_text_corpus *c, int T, uint64_t tokens, int B, actc_source **out);
+/* Your own data: get fills *b with batch `index` of `epoch` (step: the
+ * trainer's global step); `batches` per epoch. */
+typedef actc_status (*actc_source_get_fn)(void *user, uint64_t epoch, uint64_t index, uint64_t step,
+                                          actc_batch *b);
+ACTC_API actc_status actc_source_custom(actc_source_get_fn get, void *user, int batches, actc_source **out);
+ACTC_API void actc_source_free(actc_source *s);
+/* Batches per epoch. */
+ACTC_API int actc_source_batches(const actc_source *s);
+/* Batch `index` (0 <= index < actc_source_batches) of `epoch` into *b. */
+ACTC_API actc_status actc_source_get(actc_source *s, uint64_t epoch, uint64_t index, uint64_t step, actc_batch *b);
+
+/* Bits per byte of the validation part of c under the train part's byte
+ * frequencies (add-one smoothed): the bar a language model must get under. */
+ACTC_API double actc_text_unigram_bpb(const actc_text_corpus *c);
+
+/* ------------------------------------------------------------------------ */
+/* Trainer: the training step, evaluation and checkpoints of a whole run     */
+/* ------------------------------------------------------------------------ */
+
+/* A trainer owns an engine context with the policy, the optimizer and the
+ * GACT controller of a model it does not own.  One step is: forward, loss
+ * (mean cross-entropy against the batch's labels, or the loss a user
+ * forward returns), backward (through actc_controller_iterate, which under a
+ * gact: policy measures sensitivities first when due), the hooks, gradient
+ * clipping, the optimizer update.  With accum > 1 the batch runs as accum
+ * micro-batches (sizes ceil(N / accum), the last one smaller) whose
+ * gradients add up to the whole batch's: only one micro-batch's
+ * activations are alive at a time.  The trainer tracks its position (global
+ * step, epoch, batch in the epoch) and saves and loads the whole training
+ * state (actc_trainer_save). */
+typedef struct actc_trainer actc_trainer;
+
+typedef struct {
+    const char *policy;        /* compression policy spec ("none")              */
+    const char *optim;         /* "sgd" (default) or "adamw"                    */
+    float lr;                  /* peak learning rate; 0: the optimizer's default
+                                  (sgd 0.1, adamw 1e-3)                         */
+    float momentum;            /* sgd momentum (0.9)                            */
+    int nesterov;              /* sgd Nesterov momentum (1; off when momentum 0) */
+    float weight_decay;        /* < 0: the optimizer's default (sgd 5e-4 as L2,
+                                  adamw 0.01 decoupled)                         */
+    float beta1, beta2, eps;   /* adamw (0.9, 0.999, 1e-8)                      */
+    actc_lr_schedule schedule; /* kind, min_lr, warmup_steps, total_steps,
+                                  step_size, gamma (constant, no warm-up); its
+                                  base_lr is taken from lr                      */
+    float clip;                /* clip the gradients' global L2 norm; 0 = off   */
+    int accum;                 /* micro-batches per step (1)                    */
+    uint64_t seed;             /* dropout and stochastic-rounding streams (1)   */
+    actc_controller_opts controller; /* gact: measurement interval, samples, alert */
+} actc_trainer_opts;
+
+/* The defaults above. */
+ACTC_API actc_trainer_opts actc_trainer_default_opts(void);
+/* A trainer for model m (which must outlive it).  Checks every option
+ * (unknown policy or optimizer, lr, betas, min_lr above lr...) and fails
+ * with ACTC_ERR_INVALID naming it.  o NULL: the defaults.  The option
+ * strings are copied. */
+ACTC_API actc_status actc_trainer_new(actc_model *m, const actc_trainer_opts *o, actc_trainer **out);
+ACTC_API void actc_trainer_free(actc_trainer *t);
+/* The trainer's options (lr and weight decay resolved; strings its own). */
+ACTC_API const actc_trainer_opts *actc_trainer_get_opts(const actc_trainer *t);
+ACTC_API actc_model *actc_trainer_model(actc_trainer *t);
+/* The engine context (policy, seed, store statistics), the optimizer and
+ * the controller the trainer uses. */
+ACTC_API actc_ctx *actc_trainer_ctx(actc_trainer *t);
+ACTC_API actc_optim *actc_trainer_optim(actc_trainer *t);
+ACTC_API actc_controller *actc_trainer_controller(actc_trainer *t);
+
+typedef struct {
+    double loss;               /* mean loss of the batch                        */
+    long correct;              /* rows whose argmax is the label                */
+    long rows;                 /* rows the loss averages over (0 for a loss a
+                                  user forward returned)                        */
+    int samples;               /* samples of the batch                          */
+    float lr;                  /* learning rate of this step                    */
+    float grad_norm;           /* global gradient norm before clipping (0 when
+                                  clipping is off)                              */
+    int adapted;               /* the controller measured and re-allocated bits */
+    double forward_s, backward_s, update_s; /* time of the kept pass's forward
+                                  (loss included) and backward, and of
+                                  clipping plus the update                      */
+    double measure_s;          /* time of the controller's sensitivity passes  */
+} actc_step_result;
+
+/* One training step on b.  On failure (out of memory or budget, a NaN or
+ * infinite loss, a bad batch) nothing has been updated, the step count
+ * stays, and the error names the step.  r may be NULL. */
+ACTC_API actc_status actc_trainer_step(actc_trainer *t, const actc_batch *b, actc_step_result *r);
+/* The step without clipping and update: forward and backward (through the
+ * controller, which may measure first), the gradient-complete events and
+ * the after-backward hook; the gradients stay in the parameters' .grad and
+ * the position does not move.  For measurements (gradient variance) and
+ * for loops that update by themselves. */
+ACTC_API actc_status actc_trainer_backward(actc_trainer *t, const actc_batch *b, actc_step_result *r);
+
+/* Where the trainer is: steps taken, epochs completed, batches of the
+ * current epoch done. */
+ACTC_API uint64_t actc_trainer_steps(const actc_trainer *t);
+ACTC_API uint64_t actc_trainer_epoch(const actc_trainer *t);
+ACTC_API uint64_t actc_trainer_batch_in_epoch(const actc_trainer *t);
+/* Move the position (e.g. to skip ahead); the optimizer state stays. */
+ACTC_API void actc_trainer_set_position(actc_trainer *t, uint64_t step, uint64_t epoch, uint64_t batch_in_epoch);
+
+/* What actc_trainer_train_epoch tells its callback after every step. */
+typedef struct {
+    uint64_t step;             /* steps taken so far (this one included)        */
+    uint64_t epoch;            /* 0-based epoch                                 */
+    int batch, batches;        /* 1-based batch just done, batches per epoch    */
+    const actc_step_result *last;
+    double loss;               /* mean loss since this call began               */
+    double accuracy;           /* mean accuracy since this call began           */
+    long samples;              /* samples since this call began                 */
+    long rows;                 /* rows of logits since this call began (tokens
+                                  for a language model, samples for images)     */
+    double seconds;            /* since this call began                         */
+} actc_progress;
+/* Return non-zero to stop after this step (the position is kept). */
+typedef int (*actc_progress_fn)(actc_trainer *t, const actc_progress *p, void *user);
+
+typedef struct {
+    double loss, accuracy;     /* means over the steps this call ran            */
+    long samples, rows;
+    int steps;                 /* steps run                                     */
+    int finished;              /* 1: the epoch ended (position moved to the next
+                                  epoch); 0: the callback stopped it            */
+    double seconds;            /* training time (evaluation not included)      */
+} actc_epoch_result;
+
+/* Train from the current position to the end of the epoch on src (its
+ * batches in order, from actc_trainer_batch_in_epoch), calling fn (may be
+ * NULL) after every step.  Resets the allocator's and the store's peaks
+ * first, and snapshots the memory statistics at the end (the report's
+ * figures: "peaks over the epoch").  r may be NULL. */
+ACTC_API actc_status actc_trainer_train_epoch(actc_trainer *t, actc_source *src, actc_progress_fn fn, void *user,
+                                              actc_epoch_result *r);
+
+typedef struct {
+    double loss;               /* mean loss over every row                      */
+    double accuracy;           /* share of rows whose argmax is the label       */
+    long rows, samples;
+} actc_eval_result;
+/* Mean loss and accuracy of m over one epoch of src in eval mode (running
+ * statistics, no dropout, nothing saved).  ctx is any context (its
+ * training flag is restored). */
+ACTC_API actc_status actc_evaluate(actc_model *m, actc_ctx *ctx, actc_source *src, actc_eval_result *r);
+/* The same with the trainer's model and context. */
+ACTC_API actc_status actc_trainer_evaluate(actc_trainer *t, actc_source *src, actc_eval_result *r);
+
+/* Hooks.  after_backward runs once per step after the kept backward pass
+ * (all micro-batches done), before clipping and the update.  grad_complete
+ * runs for each parameter as soon as its gradient for the step is final:
+ * during the last micro-batch's backward, as backward leaves the last
+ * operator that uses it (reverse topological order), and, for parameters
+ * the step did not reach, after backward in parameter order; once per
+ * parameter per step, never during the controller's measuring passes.
+ * index is the parameter's position in actc_model_params.  A non-OK
+ * status fails the step.  fn NULL removes the hook. */
+typedef actc_status (*actc_param_hook_fn)(actc_trainer *t, actc_tensor *param, int index, void *user);
+typedef actc_status (*actc_step_hook_fn)(actc_trainer *t, void *user);
+ACTC_API void actc_trainer_on_grad_complete(actc_trainer *t, actc_param_hook_fn fn, void *user);
+ACTC_API void actc_trainer_on_after_backward(actc_trainer *t, actc_step_hook_fn fn, void *user);
+
+/* ------------------------------------------------------------------------ */
+/* Memory report                                                              */
+/* ------------------------------------------------------------------------ */
+
+enum { ACTC_REPORT_TEXT = 0, ACTC_REPORT_JSON = 1 };
+/* The memory table (per-category peaks, the allocator's total peak, the
+ * context before backward stored vs fp32 by kind with the ratio, the
+ * context during recomputed segments, the process peak RSS) as text lines
+ * or one JSON object (no newline), into buf (cap bytes, always
+ * NUL-terminated when cap > 0).  Returns the length the whole report needs
+ * (excluding the NUL), as snprintf does. */
+ACTC_API int actc_memory_report(const actc_mem_stats *ms, const actc_store_stats *ss, int format, char *buf, size_t cap);
+/* The same for the trainer's last epoch snapshot (or now, before any). */
+ACTC_API int actc_trainer_report(const actc_trainer *t, int format, char *buf, size_t cap);
+/* The same written to f. */
+ACTC_API actc_status actc_trainer_report_file(const actc_trainer *t, int format, FILE *f);
+/* Context ratio fp32 / stored of the store statistics (0 if nothing stored). */
+ACTC_API double actc_context_ratio(const actc_store_stats *ss);
+
+/* ------------------------------------------------------------------------ */
+/* Largest batch under a memory budget                                       */
+/* ------------------------------------------------------------------------ */
+
+/* One trial: 1 if a training step at `batch` fits (*peak: the allocator
+ * peak it took), 0 if it ran out of the budget, -1 on any other error
+ * (message set). */
+typedef int (*actc_trial_fn)(int batch, size_t *peak, void *user);
+typedef struct {
+    size_t budget;             /* bytes for the whole step (required)          */
+    const char *model;         /* a built-in model, shaped by model_opts ...    */
+    actc_model_opts model_opts;
+    actc_trial_fn trial;       /* ... or your own trial (then model unused)     */
+    void *trial_user;
+    actc_trainer_opts trainer; /* policy, optimizer (its state counts) ...      */
+    int seq;                   /* language models: tokens per window (context)  */
+    int start, limit;          /* first and largest batch tried (1, 65536)      */
+    int resolution;            /* stop bisecting within this many (1)           */
+} actc_maxbatch_opts;
+typedef struct {
+    int batch;                 /* largest batch that fits (0: not even start)   */
+    size_t peak;               /* its allocator peak                            */
+    int failing;               /* smallest failing batch tried (0: none)        */
+} actc_maxbatch_result;
+/* Called after each trial (may be NULL). */
+typedef void (*actc_maxbatch_fn)(int batch, int fits, size_t peak, void *user);
+/* Defaults: start 1, limit 65536, resolution 1, default trainer options,
+ * default model options. */
+ACTC_API actc_maxbatch_opts actc_maxbatch_default_opts(void);
+/* The largest batch whose full training step (forward, backward, optimizer
+ * step with its state: two steps, the second with everything resident)
+ * fits the budget: doubling from start, then bisection.  Built-in models
+ * train on synthetic inputs (memory does not depend on the values).
+ * ACTC_ERR_OOM with the reason when not even `start` fits; another error if
+ * a step fails for a reason other than memory. */
+ACTC_API actc_status actc_maxbatch(const actc_maxbatch_opts *o, actc_maxbatch_fn fn, void *user, actc_maxbatch_result *r);
+/* The built-in trial of actc_maxbatch (o->model), for one batch size. */
+ACTC_API int actc_maxbatch_try(const actc_maxbatch_opts *o, int batch, size_t *peak);
 
 /* ------------------------------------------------------------------------ */
 /* Checkpoints                                                               */
 /* ------------------------------------------------------------------------ */
 
-typedef struct {
-    char model[32];        /* model name                                    */
-    char optim[16];        /* optimizer name ("" if none)                   */
-    char policy[64];       /* compression policy spec                       */
-    uint64_t epoch;        /* epochs completed                              */
-    uint64_t step;         /* global steps completed                        */
-    uint64_t batch_in_epoch; /* batches of `epoch` already done             */
-    uint64_t seed;
-    int32_t batch;
-    float extra[8];        /* free for the caller                           */
-    int32_t input[3];      /* input channels, height, width (0 = unknown)   */
-    int32_t num_classes;   /* model output classes (0 = unknown)            */
-    char settings[512];    /* free text for the caller: the actc command
-                              keeps the run's training flags here so that
-                              --resume continues with the same recipe       */
-} actc_ckpt_meta;
+/* A checkpoint file holds a model's parameters and buffers by name with a
+ * structured record of the model (family and shape), and optionally the
+ * optimizer's state, or with actc_trainer_save the whole training state:
+ * recipe (actc_trainer_opts), position (step, epoch, batch), the policy's
+ * and the controller's state, and a free text for the application.  Files
+ * are written to PATH.tmp, fsync'ed and renamed.  The header and its record
+ * carry their own CRC-32 (checked before anything is sized from them), the
+ * whole file another one (checked before anything is loaded); loading
+ * changes nothing unless every check passes.  Versions 2 and 3 (actc 0.1)
+ * still load: their model shape comes from their settings text. */
 
-/* Write model state (and optimizer state when o is not NULL) to path: written
- * to path.tmp, fsync'ed, then renamed.  Header: magic, version, total length;
- * then names and shapes with the data; a CRC-32 over everything.  The model
- * and optimizer names are taken from the objects, not from meta. */
-actc_status actc_checkpoint_save(const char *path, actc_model *m, actc_optim *o,
-                                 const actc_ckpt_meta *meta);
-/* Read only the metadata (to create the right model first). */
-actc_status actc_checkpoint_peek(const char *path, actc_ckpt_meta *meta);
-/* Load into an existing model (and optimizer if not NULL).  Checks the magic,
- * version, length, checksum, model name and every tensor name and shape;
- * nothing (meta included) is modified unless all checks pass.  Missing file:
- * ACTC_ERR_IO; truncated or corrupted: ACTC_ERR_FORMAT; another model, shape
- * or optimizer (or an optimizer asked for that the file lacks): ACTC_ERR_INVALID,
- * naming both sides. */
-actc_status actc_checkpoint_load(const char *path, actc_model *m, actc_optim *o,
-                                 actc_ckpt_meta *meta);
+#define ACTC_CKPT_NOTE_MAX 1024
+
+typedef struct {
+    uint32_t version;          /* format version of the file                   */
+    char model[32];            /* model name                                   */
+    int custom;                /* a user-defined model (actc_model_custom)      */
+    actc_model_opts model_opts;/* a built-in model's shape                     */
+    size_t n_params;           /* trainable scalars in the file                */
+    char optim[16];            /* "" when the file has no optimizer state      */
+    char policy[64];           /* compression policy ("" if none recorded)     */
+    int has_trainer;           /* trainer, position and policy state follow    */
+    actc_trainer_opts trainer; /* the recipe (strings point into this struct)  */
+    uint64_t step, epoch, batch_in_epoch;
+    char note[ACTC_CKPT_NOTE_MAX]; /* the application's text                   */
+} actc_ckpt_info;
+
+/* Read and check a checkpoint's header and record (not the tensors).
+ * Missing file: ACTC_ERR_IO; truncated, corrupted, not a checkpoint or an
+ * unknown version: ACTC_ERR_FORMAT. */
+ACTC_API actc_status actc_checkpoint_info(const char *path, actc_ckpt_info *info);
+/* Build the built-in model a checkpoint holds, with its weights.  A record
+ * describing a model larger than the file can hold is refused before any
+ * allocation. */
+ACTC_API actc_status actc_checkpoint_model(const char *path, actc_model **out);
+/* Write m's state and, when o is not NULL, o's (note: the application's
+ * text, may be NULL). */
+ACTC_API actc_status actc_checkpoint_save(const char *path, actc_model *m, actc_optim *o, const char *note);
+/* Load into m (and o when not NULL): names, shapes and the model's name
+ * must match (ACTC_ERR_INVALID naming both sides).  info may be NULL. */
+ACTC_API actc_status actc_checkpoint_load(const char *path, actc_model *m, actc_optim *o, actc_ckpt_info *info);
+
+/* Check early that a checkpoint can be written at path (the directory
+ * exists and is writable): creates and removes path.tmp.  ACTC_ERR_IO with
+ * the reason otherwise. */
+ACTC_API actc_status actc_checkpoint_probe(const char *path);
+
+/* The whole training state: model, optimizer, position, recipe, policy and
+ * controller state, and the note (actc_trainer_set_note). */
+ACTC_API actc_status actc_trainer_save(actc_trainer *t, const char *path);
+/* Restore a state saved by actc_trainer_save into t (same model name and
+ * shapes, same optimizer, same policy: a mismatch, or a policy-state section
+ * the policy cannot read, fails with a message and changes nothing).  The
+ * run then continues bit for bit as if never interrupted (at the same
+ * thread count).  Files without a trainer record (actc_checkpoint_save,
+ * versions 2 and 3) restore the model, the optimizer and the position they
+ * have. */
+ACTC_API actc_status actc_trainer_load(actc_trainer *t, const char *path);
+/* The application's text saved with the trainer (NULL clears it). */
+ACTC_API actc_status actc_trainer_set_note(actc_trainer *t, const char *note);
+ACTC_API const char *actc_trainer_note(const actc_trainer *t);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,8 @@
-/* Checkpoints: round trip of model state, buffers, optimizer state and
- * metadata; every damaged file (truncated anywhere, one flipped byte, wrong
- * model, wrong optimizer, wrong shapes, missing) refused with the right
- * status and message, and a refused load changes nothing. */
+/* Checkpoints: round trip of model state, buffers, optimizer state, the
+ * model's record and the note; every damaged file (truncated anywhere, one
+ * flipped byte, wrong model, wrong optimizer, wrong shapes, missing)
+ * refused with the right status and message, and a refused load changes
+ * nothing; files of actc 0.1 (versions 2 and 3) still load. */
 #include "testutil.h"
 #include <errno.h>
 #include <stdio.h>
@@ -96,32 +97,18 @@ static int snap_equal(const snapshot *a, const snapshot *b)
     return 1;
 }
 
-static actc_ckpt_meta sample_meta(void)
-{
-    actc_ckpt_meta md;
-    memset(&md, 0, sizeof md);
-    snprintf(md.policy, sizeof md.policy, "actnn:2");
-    md.epoch = 3;
-    md.step = 0x123456789aULL;
-    md.batch_in_epoch = 17;
-    md.seed = 0xfeedfacecafebeefULL;
-    md.batch = 128;
-    for (int i = 0; i < 8; i++) md.extra[i] = 0.25f * (float)i - 1.0f;
-    return md;
-}
+#define NOTE "--epochs=3 --batch=128 the application's own text"
 
-static void check_meta(const actc_ckpt_meta *got, const char *model, const char *optim)
+static void check_info(const actc_ckpt_info *got, const char *model, const char *optim, int width)
 {
-    actc_ckpt_meta w = sample_meta();
+    assert_int_equal(got->version, 4);
     assert_string_equal(got->model, model);
     assert_string_equal(got->optim, optim);
-    assert_string_equal(got->policy, w.policy);
-    assert_int_equal(got->epoch, w.epoch);
-    assert_int_equal(got->step, w.step);
-    assert_int_equal(got->batch_in_epoch, w.batch_in_epoch);
-    assert_int_equal(got->seed, w.seed);
-    assert_int_equal(got->batch, w.batch);
-    assert_memory_equal(got->extra, w.extra, sizeof w.extra);
+    assert_string_equal(got->note, NOTE);
+    assert_int_equal(got->custom, 0);
+    assert_int_equal(got->has_trainer, 0);
+    if (width) assert_int_equal(got->model_opts.width, width);
+    assert_int_equal(got->model_opts.in_h, 28);
 }
 
 static void roundtrip(const char *model, int width, int adam)
@@ -134,16 +121,15 @@ static void roundtrip(const char *model, int width, int adam)
     actc_optim *oa = adam ? actc_adamw_new(ps, np, 0.9f, 0.999f, 1e-8f, 0.01f)
                           : actc_sgd_new(ps, np, 0.9f, 1, 5e-4f);
     train_a_bit(a, oa, 3);
-    actc_ckpt_meta md = sample_meta();
-    snprintf(md.model, sizeof md.model, "ignored"); /* the file takes the model's own name */
-    assert_int_equal(actc_checkpoint_save(path, a, oa, &md), ACTC_OK);
+    assert_int_equal(actc_checkpoint_save(path, a, oa, NOTE), ACTC_OK);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     assert_int_equal(access(tmp, F_OK), -1); /* no .tmp left behind */
     assert_int_equal(errno, ENOENT);
 
-    actc_ckpt_meta peek;
-    assert_int_equal(actc_checkpoint_peek(path, &peek), ACTC_OK);
-    check_meta(&peek, model, adam ? "adamw" : "sgd");
+    actc_ckpt_info peek;
+    assert_int_equal(actc_checkpoint_info(path, &peek), ACTC_OK);
+    check_info(&peek, model, adam ? "adamw" : "sgd", width);
+    assert_int_equal(peek.n_params, actc_model_num_params(a));
 
     /* A fresh model with other weights and a fresh optimizer. */
     actc_model *b = make_model(model, width, 2);
@@ -152,9 +138,9 @@ static void roundtrip(const char *model, int width, int adam)
                           : actc_sgd_new(ps, np, 0.9f, 1, 5e-4f);
     snapshot sa = snap(a, oa), sb = snap(b, ob);
     assert_false(snap_equal(&sa, &sb));
-    actc_ckpt_meta got;
+    actc_ckpt_info got;
     if (actc_checkpoint_load(path, b, ob, &got) != ACTC_OK) fail_msg("load: %s", actc_last_error());
-    check_meta(&got, model, adam ? "adamw" : "sgd");
+    check_info(&got, model, adam ? "adamw" : "sgd", width);
     snapshot sb2 = snap(b, ob);
     assert_true(snap_equal(&sa, &sb2));
     assert_int_equal(actc_optim_steps(ob), 2);
@@ -164,6 +150,14 @@ static void roundtrip(const char *model, int width, int adam)
     assert_int_equal(actc_checkpoint_load(path, c, NULL, NULL), ACTC_OK);
     snapshot sc = snap(c, NULL), sa_m = snap(a, NULL);
     assert_true(snap_equal(&sa_m, &sc));
+    /* And the model can be built from the file's record alone. */
+    actc_model *d = NULL;
+    if (actc_checkpoint_model(path, &d) != ACTC_OK) fail_msg("checkpoint_model: %s", actc_last_error());
+    snapshot sd = snap(d, NULL);
+    assert_true(snap_equal(&sa_m, &sd));
+    assert_int_equal(actc_model_get_opts(d)->width, actc_model_get_opts(a)->width);
+    snap_free(&sd);
+    actc_model_free(d);
 
     snap_free(&sa);
     snap_free(&sb);
@@ -222,9 +216,9 @@ static void expect_refused(const char *path, actc_model *m, actc_optim *o, actc_
                            const char *n1, const char *n2)
 {
     snapshot before = snap(m, o);
-    actc_ckpt_meta md;
+    actc_ckpt_info md;
     memset(&md, 0x33, sizeof md);
-    actc_ckpt_meta md0 = md;
+    actc_ckpt_info md0 = md;
     actc_status s = actc_checkpoint_load(path, m, o, &md);
     if (s != st || !strstr(actc_last_error(), n1) || (n2 && !strstr(actc_last_error(), n2)))
         fail_msg("%s: expected %s with '%s'/'%s', got %s: %s", path, actc_status_name(st), n1,
@@ -247,8 +241,7 @@ static void test_damaged_files(void **state)
     int np = actc_model_params(a, &ps);
     actc_optim *oa = actc_adamw_new(ps, np, 0.9f, 0.999f, 1e-8f, 0.0f);
     train_a_bit(a, oa, 1);
-    actc_ckpt_meta md = sample_meta();
-    assert_int_equal(actc_checkpoint_save(path, a, oa, &md), ACTC_OK);
+    assert_int_equal(actc_checkpoint_save(path, a, oa, NOTE), ACTC_OK);
     size_t n;
     unsigned char *img = slurp(path, &n);
 
@@ -262,18 +255,29 @@ static void test_damaged_files(void **state)
     for (size_t i = 0; i < sizeof cuts / sizeof *cuts; i++) {
         spit(bad, img, cuts[i]);
         expect_refused(bad, b, ob, ACTC_ERR_FORMAT, bad, "truncated");
-        actc_ckpt_meta pm;
-        assert_int_equal(actc_checkpoint_peek(bad, &pm), ACTC_ERR_FORMAT);
+        actc_ckpt_info pm;
+        assert_int_equal(actc_checkpoint_info(bad, &pm), ACTC_ERR_FORMAT);
         assert_non_null(strstr(actc_last_error(), "truncated"));
     }
 
-    /* One flipped byte anywhere past the header fields checked before the
-     * CRC: metadata, tensor names, shapes, data, the CRC itself. */
-    const size_t flips[] = {25, 150, 199, 200, 204, 212, n / 2, n - 20, n - 2};
+    /* One flipped byte anywhere past the fields checked before the CRCs:
+     * the record (the header's own CRC: checked by info too, before
+     * anything is sized from it), its CRC, tensor names, shapes, data, the
+     * final CRC. */
+    const size_t R = img[20] | (size_t)img[21] << 8;
+    const size_t flips[] = {25, 40, 24 + R - 1, 24 + R + 1, 24 + R + 6, 24 + R + 30, n / 2, n - 20, n - 2};
     for (size_t i = 0; i < sizeof flips / sizeof *flips; i++) {
         img[flips[i]] ^= 0x10;
         spit(bad, img, n);
         expect_refused(bad, b, ob, ACTC_ERR_FORMAT, "checksum mismatch", bad);
+        if (flips[i] < 24 + R + 4) {
+            actc_ckpt_info pm;
+            assert_int_equal(actc_checkpoint_info(bad, &pm), ACTC_ERR_FORMAT);
+            assert_non_null(strstr(actc_last_error(), "checksum mismatch in the header"));
+            actc_model *none = NULL;
+            assert_int_equal(actc_checkpoint_model(bad, &none), ACTC_ERR_FORMAT);
+            assert_null(none);
+        }
         img[flips[i]] ^= 0x10;
     }
     /* Bad magic, future version, extra bytes. */
@@ -299,13 +303,16 @@ static void test_damaged_files(void **state)
     char missing[256];
     tpath(missing, "no-such.ckpt");
     expect_refused(missing, b, ob, ACTC_ERR_IO, missing, NULL);
-    actc_ckpt_meta pm;
-    assert_int_equal(actc_checkpoint_peek(missing, &pm), ACTC_ERR_IO);
+    actc_ckpt_info pm;
+    assert_int_equal(actc_checkpoint_info(missing, &pm), ACTC_ERR_IO);
     /* Saving into a directory that does not exist: I/O error, nothing left. */
     char nodir[256];
     tpath(nodir, "nodir/x.ckpt");
-    assert_int_equal(actc_checkpoint_save(nodir, a, oa, &md), ACTC_ERR_IO);
+    assert_int_equal(actc_checkpoint_save(nodir, a, oa, NOTE), ACTC_ERR_IO);
     assert_non_null(strstr(actc_last_error(), "nodir"));
+    assert_int_equal(actc_checkpoint_probe(nodir), ACTC_ERR_IO);
+    assert_non_null(strstr(actc_last_error(), "nodir"));
+    assert_int_equal(actc_checkpoint_probe(path), ACTC_OK);
 
     free(img);
     actc_optim_free(oa);
@@ -377,14 +384,12 @@ static void test_overwrite(void **state)
     char path[256];
     tpath(path, "over.ckpt");
     actc_model *a = make_model("mlp", 16, 1), *b = make_model("mlp", 16, 2);
-    actc_ckpt_meta md = sample_meta();
-    assert_int_equal(actc_checkpoint_save(path, a, NULL, &md), ACTC_OK);
-    md.epoch = 99;
-    assert_int_equal(actc_checkpoint_save(path, b, NULL, &md), ACTC_OK);
+    assert_int_equal(actc_checkpoint_save(path, a, NULL, "first"), ACTC_OK);
+    assert_int_equal(actc_checkpoint_save(path, b, NULL, "second"), ACTC_OK);
     actc_model *c = make_model("mlp", 16, 3);
-    actc_ckpt_meta got;
+    actc_ckpt_info got;
     assert_int_equal(actc_checkpoint_load(path, c, NULL, &got), ACTC_OK);
-    assert_int_equal(got.epoch, 99);
+    assert_string_equal(got.note, "second");
     assert_string_equal(got.optim, "");
     snapshot sb = snap(b, NULL), sc = snap(c, NULL);
     assert_true(snap_equal(&sb, &sc));
@@ -395,18 +400,77 @@ static void test_overwrite(void **state)
     actc_model_free(c);
 }
 
-/* A version 2 file (settings[256]) made from a version 3 one loads the same
- * state and settings. */
+/* Sums over a model's state and its optimizer's, weighted so that a
+ * tensor loaded into the wrong place or a float misread changes them. */
+static void state_sums(actc_model *m, actc_optim *o, double *a, double *b, double *c)
+{
+    actc_tensor **s, **os;
+    int ns = actc_model_state(m, &s), no = actc_optim_state(o, &os);
+    *a = *b = *c = 0;
+    for (int i = 0; i < ns; i++)
+        for (size_t j = 0; j < s[i]->numel; j++) {
+            *a += s[i]->data[j];
+            *b += s[i]->data[j] * (double)s[i]->data[j] * (double)(j % 7 + 1);
+        }
+    for (int i = 0; i < no; i++)
+        for (size_t j = 0; j < os[i]->numel; j++) *c += os[i]->data[j] * (double)(j % 5 + 1);
+}
+
+/* Files written by actc 0.1 (tests/data: `actc train --save` of that
+ * version): the model's shape comes back from their settings text, the
+ * state is the one the old reader loaded (its sums, printed by actc 0.1's
+ * actc_checkpoint_load), and a trainer resumes their position. */
+static void check_old_file(const char *path, const char *model, const char *optim, int width, double a0, double b0,
+                           double c0, uint64_t steps)
+{
+    actc_ckpt_info info;
+    if (actc_checkpoint_info(path, &info) != ACTC_OK) fail_msg("%s: %s", path, actc_last_error());
+    assert_string_equal(info.model, model);
+    assert_string_equal(info.optim, optim);
+    assert_int_equal(info.model_opts.width, width);
+    assert_int_equal(info.step, steps);
+    assert_int_equal(info.has_trainer, 0);
+    assert_non_null(strstr(info.note, "--epochs="));
+    actc_model *m = NULL;
+    if (actc_checkpoint_model(path, &m) != ACTC_OK) fail_msg("%s: %s", path, actc_last_error());
+    actc_trainer_opts to = actc_trainer_default_opts();
+    to.optim = optim;
+    actc_trainer *t = NULL;
+    assert_int_equal(actc_trainer_new(m, &to, &t), ACTC_OK);
+    if (actc_trainer_load(t, path) != ACTC_OK) fail_msg("trainer_load %s: %s", path, actc_last_error());
+    double a, b, c;
+    state_sums(m, actc_trainer_optim(t), &a, &b, &c);
+    assert_true(a == a0 && b == b0 && c == c0);
+    assert_int_equal(actc_optim_steps(actc_trainer_optim(t)), steps);
+    assert_int_equal(actc_trainer_steps(t), steps);
+    actc_trainer_free(t);
+    actc_model_free(m);
+}
+
+static void test_reads_version_3(void **state)
+{
+    (void)state;
+    char mlp[512], gpt[512];
+    snprintf(mlp, sizeof mlp, "%s/tests/data/mlp_v3.ckpt", tu_source_dir());
+    snprintf(gpt, sizeof gpt, "%s/tests/data/gpt_v3.ckpt", tu_source_dir());
+    check_old_file(mlp, "mlp", "sgd", 8, 2.4724304197807214, 34.552632655487841, -11.988365571258782, 3);
+    check_old_file(gpt, "gpt", "adamw", 16, 47.522511278760398, 188.00416075081159, -0.083376202363731222, 3);
+    actc_ckpt_info info;
+    assert_int_equal(actc_checkpoint_info(gpt, &info), ACTC_OK);
+    assert_int_equal(info.model_opts.n_layers, 1);
+    assert_int_equal(info.model_opts.n_heads, 2);
+    assert_int_equal(info.model_opts.context, 16);
+    assert_int_equal(info.model_opts.attention, ACTC_ATTN_NAIVE);
+}
+
+/* A version 2 file (settings[256]) made from the version 3 one loads the
+ * same state. */
 static void test_reads_version_2(void **state)
 {
     (void)state;
-    char p3[256], p2[256];
-    tpath(p3, "v3.ckpt");
+    char p3[512], p2[256];
+    snprintf(p3, sizeof p3, "%s/tests/data/mlp_v3.ckpt", tu_source_dir());
     tpath(p2, "v2.ckpt");
-    actc_model *a = make_model("mlp", 16, 4), *b = make_model("mlp", 16, 5);
-    actc_ckpt_meta md = sample_meta();
-    snprintf(md.settings, sizeof md.settings, "--epochs=3 --width=16");
-    assert_int_equal(actc_checkpoint_save(p3, a, NULL, &md), ACTC_OK);
     size_t n;
     unsigned char *v3 = slurp(p3, &n);
     const size_t settings_at = 20 + 196; /* magic, version, length, fixed metadata */
@@ -419,22 +483,89 @@ static void test_reads_version_2(void **state)
     uLong crc = crc32(crc32(0L, Z_NULL, 0), v2, (uInt)(n2 - 4));
     for (int i = 0; i < 4; i++) v2[n2 - 4 + i] = (unsigned char)(crc >> (8 * i));
     spit(p2, v2, n2);
-    actc_ckpt_meta got;
-    assert_int_equal(actc_checkpoint_peek(p2, &got), ACTC_OK);
-    assert_string_equal(got.settings, "--epochs=3 --width=16");
-    assert_int_equal(actc_checkpoint_load(p2, b, NULL, &got), ACTC_OK);
-    snapshot sa = snap(a, NULL), sb = snap(b, NULL);
-    assert_true(snap_equal(&sa, &sb));
-    snap_free(&sa);
-    snap_free(&sb);
+    check_old_file(p2, "mlp", "sgd", 8, 2.4724304197807214, 34.552632655487841, -11.988365571258782, 3);
     v2[8] = 1; /* an unknown version names what this build reads */
     spit(p2, v2, n2);
-    assert_int_equal(actc_checkpoint_peek(p2, &got), ACTC_ERR_FORMAT);
-    assert_non_null(strstr(actc_last_error(), "versions 2 and 3"));
+    actc_ckpt_info got;
+    assert_int_equal(actc_checkpoint_info(p2, &got), ACTC_ERR_FORMAT);
+    assert_non_null(strstr(actc_last_error(), "versions 2 to 4"));
+    /* An old file's one checksum guards its header too. */
+    v2[8] = 2;
+    v2[216] ^= 1;
+    spit(p2, v2, n2);
+    assert_int_equal(actc_checkpoint_info(p2, &got), ACTC_ERR_FORMAT);
+    assert_non_null(strstr(actc_last_error(), "checksum mismatch"));
     free(v2);
     free(v3);
+}
+
+static void put32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* The value of record field `tag` in a version 4 file (NULL: absent). */
+static unsigned char *record_field(unsigned char *b, uint32_t tag)
+{
+    const size_t R = b[20] | (size_t)b[21] << 8 | (size_t)b[22] << 16;
+    for (size_t pos = 24; pos + 8 <= 24 + R;) {
+        const uint32_t t = b[pos] | (uint32_t)b[pos + 1] << 8, len = b[pos + 4] | (uint32_t)b[pos + 5] << 8;
+        if (t == tag) return b + pos + 8;
+        pos += 8 + len;
+    }
+    return NULL;
+}
+
+/* Both checksums made right again after an edit: only the reader's own
+ * checks can refuse the file now. */
+static void fix_checksums(unsigned char *b, size_t n)
+{
+    const size_t R = b[20] | (size_t)b[21] << 8 | (size_t)b[22] << 16;
+    put32(b + 24 + R, (uint32_t)crc32(crc32(0L, Z_NULL, 0), b, (uInt)(24 + R)));
+    put32(b + n - 4, (uint32_t)crc32(crc32(0L, Z_NULL, 0), b, (uInt)(n - 4)));
+}
+
+/* A record forged with valid checksums cannot make actc_checkpoint_model
+ * allocate more than the file holds: a shape too large for the file is
+ * refused before the parameters are allocated; a shape within bounds but
+ * different from the tensors is refused when they are matched. */
+static void test_forged_record(void **state)
+{
+    (void)state;
+    char path[256], bad[256];
+    tpath(path, "forge.ckpt");
+    tpath(bad, "forged.ckpt");
+    actc_model *a = make_model("mlp", 16, 1);
+    assert_int_equal(actc_checkpoint_save(path, a, NULL, NULL), ACTC_OK);
     actc_model_free(a);
-    actc_model_free(b);
+    size_t n;
+    unsigned char *img = slurp(path, &n);
+    unsigned char *opts = record_field(img, 3); /* the model's options */
+    assert_non_null(opts);
+    const int32_t widths[] = {1 << 20, 1 << 16, 1 << 12, 17, -5};
+    const int32_t classes[] = {10, 10, 10, 10, 1 << 20};
+    for (int i = 0; i < 5; i++) {
+        unsigned char *copy = malloc(n);
+        memcpy(copy, img, n);
+        unsigned char *o = record_field(copy, 3);
+        put32(o + 16, (uint32_t)widths[i]);
+        put32(o + 12, (uint32_t)classes[i]);
+        fix_checksums(copy, n);
+        spit(bad, copy, n);
+        actc_mem_stats before, after;
+        actc_mem_reset_peak();
+        actc_mem_get_stats(&before);
+        actc_model *m = NULL;
+        actc_status s = actc_checkpoint_model(bad, &m);
+        actc_mem_get_stats(&after);
+        if (s == ACTC_OK) fail_msg("forged width %d loaded", widths[i]);
+        assert_null(m);
+        /* Never more than the file's own bytes beyond what was live. */
+        assert_true(after.peak_total - before.current_total <= n);
+        printf("  forged width %d, classes %d: %s\n", widths[i], classes[i], actc_last_error());
+        free(copy);
+    }
+    free(img);
 }
 
 int main(void)
@@ -442,7 +573,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip_mlp_sgd), cmocka_unit_test(test_roundtrip_resnet_adamw),
         cmocka_unit_test(test_damaged_files),     cmocka_unit_test(test_mismatches),
-        cmocka_unit_test(test_overwrite),         cmocka_unit_test(test_reads_version_2),
+        cmocka_unit_test(test_overwrite),         cmocka_unit_test(test_reads_version_3),
+        cmocka_unit_test(test_reads_version_2),   cmocka_unit_test(test_forged_record),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

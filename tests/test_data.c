@@ -228,6 +228,67 @@ static void test_idx_bad_files(void **state)
     const char *bad = tpath("corrupt-img.gz");
     write_raw(bad, raw, n, 0);
     expect_fail(bad, lab, ACTC_ERR_FORMAT, bad, NULL);
+    raw[n / 2] ^= 0xff;
+    raw[n / 2 + 1] ^= 0xff;
+
+    /* The member whole, then garbage after it; a second member; the member
+     * without its 8-byte trailer (CRC-32 and length never checked): all
+     * refused (zlib's gzread accepted each of them). */
+    uint8_t more[4096];
+    assert_true(2 * n <= sizeof more);
+    n = n < sizeof more / 2 ? n : sizeof more / 2; /* (the compiler cannot see the assert) */
+    memcpy(more, raw, n);
+    memcpy(more + n, "garbage!", 8);
+    const char *trail = tpath("trail-img.gz");
+    write_raw(trail, more, n + 8, 0);
+    expect_fail(trail, lab, ACTC_ERR_FORMAT, trail, "after its gzip member");
+    memcpy(more + n, raw, n);
+    write_raw(trail, more, 2 * n, 0);
+    expect_fail(trail, lab, ACTC_ERR_FORMAT, trail, "after its gzip member");
+    write_raw(trail, raw, n - 8, 0);
+    expect_fail(trail, lab, ACTC_ERR_FORMAT, trail, "truncated");
+    /* A wrong CRC in the trailer, the data intact. */
+    memcpy(more, raw, n);
+    more[n - 8] ^= 1;
+    write_raw(trail, more, n, 0);
+    expect_fail(trail, lab, ACTC_ERR_FORMAT, trail, "gzip");
+    /* The intact file still loads. */
+    write_raw(trail, raw, n, 0);
+    actc_image_dataset ok;
+    uint32_t six = 6;
+    uint8_t lb6[6] = {0, 1, 2, 3, 4, 5};
+    const char *lab6 = tpath("lab6");
+    write_idx(lab6, 0, 0x801, 1, &six, lb6, 6);
+    assert_int_equal(actc_idx_load(trail, lab6, &ok), ACTC_OK);
+    assert_memory_equal(ok.pixels, big, sizeof big);
+    actc_image_dataset_free(&ok);
+}
+
+/* A batch size near INT_MAX is one batch of the whole set, not an overflow
+ * (actc eval --batch 2147483647 once overflowed n + batch - 1). */
+static void test_loader_huge_batch(void **state)
+{
+    (void)state;
+    const char *img = tpath("huge-img"), *lab = tpath("huge-lab");
+    write_pair(img, lab, 0, 5, 3, 4);
+    actc_image_dataset d;
+    assert_int_equal(actc_idx_load(img, lab, &d), ACTC_OK);
+    const int sizes[] = {6, 2147483640, 2147483647};
+    for (int i = 0; i < 3; i++) {
+        actc_loader *l = actc_loader_new(&d, sizes[i], 0, NULL);
+        assert_non_null(l);
+        assert_int_equal(actc_loader_num_batches(l), 1);
+        actc_tensor *x;
+        const int32_t *labels;
+        int bs;
+        assert_int_equal(actc_loader_get(l, 0, 0, &x, &labels, &bs), ACTC_OK);
+        assert_int_equal(bs, 5);
+        assert_int_equal(x->shape[0], 5);
+        actc_tensor_release(x);
+        actc_loader_free(l);
+    }
+    assert_null(actc_loader_new(&d, 2147483647, 1, NULL)); /* drop_last: no batch at all */
+    actc_image_dataset_free(&d);
 }
 
 static void test_fashion_dir_lookup(void **state)
@@ -586,6 +647,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_idx_plain_and_gzip),
         cmocka_unit_test(test_idx_bad_files),
+        cmocka_unit_test(test_loader_huge_batch),
         cmocka_unit_test(test_fashion_dir_lookup),
         cmocka_unit_test(test_fashion_mnist_real),
         cmocka_unit_test(test_loader_batches_and_order),

@@ -344,6 +344,103 @@ static void test_eval_mode_records_nothing(void **state)
     actc_model_free(m);
 }
 
+/* ---- out of memory in backward ------------------------------------------ */
+
+/* y = 2x, an operator written as the header's "Writing an operator" says:
+ * its backward returns what actc_grad_buffer returns. */
+static actc_status twice_backward(actc_ctx *ctx, actc_node *node)
+{
+    float *gx;
+    actc_status st = actc_grad_buffer(ctx, node->inputs[0], &gx);
+    if (st != ACTC_OK || !gx) return st;
+    const float *gy = node->output->grad->data;
+    for (size_t i = 0; i < node->inputs[0]->numel; i++) gx[i] += 2.0f * gy[i];
+    return ACTC_OK;
+}
+
+static actc_tensor *twice(actc_ctx *ctx, actc_tensor *x, actc_tensor *unused)
+{
+    (void)unused;
+    actc_tensor *y = actc_tensor_new(ACTC_MEM_ACT, x->ndim, x->shape);
+    assert_non_null(y);
+    for (size_t i = 0; i < x->numel; i++) y->data[i] = 2.0f * x->data[i];
+    actc_node *node;
+    assert_int_equal(actc_node_new(ctx, "twice", twice_backward, y, 1, &x, &node), ACTC_OK);
+    assert_non_null(node);
+    return y;
+}
+
+static actc_tensor *linear_nobias(actc_ctx *ctx, actc_tensor *x, actc_tensor *w)
+{
+    return actc_linear(ctx, x, w, NULL);
+}
+
+/* A backward pass whose gradient buffer cannot be allocated fails with
+ * ACTC_ERR_OOM and the allocator's message: it does not return ACTC_OK
+ * with the gradient missing.  The budget leaves room for everything the
+ * backward needs except the parameter's gradient, which is allocated last
+ * (the output gradient of the operator is alive then).  Both a user-defined
+ * operator (through the public actc_grad_buffer) and a built-in one
+ * (linear).  Afterwards nothing is left behind, and without the budget the
+ * same step works. */
+static void test_backward_oom_is_an_error(void **state)
+{
+    (void)state;
+    typedef actc_tensor *(*op_fn)(actc_ctx *, actc_tensor *, actc_tensor *);
+    const op_fn ops[2] = {twice, linear_nobias};
+    const char *names[2] = {"user-defined twice", "linear"};
+    const size_t m0 = tu_mem_now();
+    for (int k = 0; k < 2; k++) {
+        int xs[2] = {64, 64}, ws[2] = {64, 64};
+        /* twice: the parameter p is the operator's input; linear: its
+         * weight (the input x needs no gradient). */
+        actc_tensor *p = actc_param_new(2, k == 0 ? xs : ws, "p");
+        assert_non_null(p);
+        tu_fill_uniform(p, 21, -1, 1);
+        actc_tensor *x = k == 0 ? NULL : tu_rand(2, xs, 22, -1, 1, 0);
+        actc_ctx *ctx = actc_ctx_new();
+        assert_non_null(ctx);
+        const size_t gbytes = p->numel * sizeof(float);
+        for (int budgeted = 1; budgeted >= 0; budgeted--) {
+            actc_tensor *y = k == 0 ? ops[k](ctx, p, NULL) : ops[k](ctx, x, p);
+            assert_non_null(y);
+            actc_tensor *loss = tu_wsum(ctx, y, 5);
+            actc_tensor_release(y);
+            /* Room for the loss's and y's gradients (y's is as large as p's),
+             * not for p's as well. */
+            if (budgeted) actc_mem_set_budget(tu_mem_now() + gbytes + gbytes / 2);
+            actc_clear_error();
+            actc_status st = actc_backward(ctx, loss);
+            actc_mem_set_budget(0);
+            actc_tensor_release(loss);
+            if (budgeted) {
+                print_message("%-20s backward over budget: %s: %s\n", names[k], actc_status_name(st),
+                              actc_last_error());
+                assert_int_equal(st, ACTC_ERR_OOM);
+                assert_int_equal(actc_last_status(), ACTC_ERR_OOM);
+                assert_non_null(strstr(actc_last_error(), "memory budget exceeded: GRAD"));
+                assert_non_null(strstr(actc_last_error(), "'p'")); /* names the tensor */
+                assert_null(p->grad);                              /* no partial gradient */
+                assert_int_equal(actc_tape_size(ctx), 0);          /* the failed pass dropped the tape */
+                actc_store_stats ss;
+                actc_store_get_stats(ctx, &ss);
+                assert_int_equal(ss.stored_bytes, 0);
+            } else {
+                assert_int_equal(st, ACTC_OK);
+                assert_non_null(p->grad);
+                double norm = 0;
+                for (size_t i = 0; i < p->numel; i++) norm += fabs(p->grad->data[i]);
+                assert_true(norm > 0);
+            }
+        }
+        actc_ctx_free(ctx);
+        actc_tensor_release(x);
+        actc_tensor_release(p); /* its gradient goes with it */
+        assert_int_equal(tu_mem_now(), m0);
+    }
+    actc_clear_error();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -354,6 +451,9 @@ int main(void)
         cmocka_unit_test(test_memory_table_adds_up),
         cmocka_unit_test(test_models_build_and_step),
         cmocka_unit_test(test_eval_mode_records_nothing),
+        cmocka_unit_test(test_backward_oom_is_an_error),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    actc_shutdown(); /* the ResNets ran on oneDNN: free its engine and primitives */
+    return failed;
 }

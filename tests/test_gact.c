@@ -756,5 +756,7 @@ int main(void)
         cmocka_unit_test(test_segment_edge_cases),
         cmocka_unit_test(test_sensitivity_passes_leave_state),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    actc_shutdown(); /* convolutions ran on oneDNN: free its engine and primitives */
+    return failed;
 }

@@ -3,6 +3,7 @@
 #include "testutil.h"
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define GRAD_TOL 1e-3
@@ -659,6 +660,96 @@ static void test_no_grad_no_record(void **state)
     assert_int_equal(m1.current_total, m0.current_total);
 }
 
+/* ---- deterministic mode ------------------------------------------------- */
+
+/* Outputs and gradients of a linear layer, a convolution and a batched
+ * matmul (the operators on dense products), concatenated into out. */
+static size_t products_run(float *out)
+{
+    int xs[2] = {150, 300}, ws[2] = {200, 300}, bs[1] = {200};
+    int cxs[4] = {4, 8, 12, 12}, cws[4] = {16, 8, 3, 3};
+    int as[3] = {6, 40, 70}, mbs[3] = {6, 70, 50};
+    const int nd[7] = {2, 2, 1, 4, 4, 3, 3};
+    const int *shapes[7] = {xs, ws, bs, cxs, cws, as, mbs};
+    actc_tensor *in[7];
+    for (int i = 0; i < 7; i++) { /* parameters: their gradients outlive backward */
+        assert_non_null(in[i] = actc_param_new(nd[i], shapes[i], "p"));
+        tu_fill_uniform(in[i], 81 + i, -1, 1);
+    }
+    actc_ctx *ctx = actc_ctx_new();
+    assert_non_null(ctx);
+    size_t n = 0;
+    for (int k = 0; k < 3; k++) { /* one operator per backward pass (a pass consumes the tape) */
+        actc_tensor *y = k == 0   ? actc_linear(ctx, in[0], in[1], in[2])
+                         : k == 1 ? actc_conv2d(ctx, in[3], in[4], NULL, 1, 1)
+                                  : actc_matmul(ctx, in[5], in[6], 0, 0);
+        assert_non_null(y);
+        memcpy(out + n, y->data, y->numel * sizeof(float));
+        n += y->numel;
+        actc_tensor *loss = tu_wsum(ctx, y, 7 + k);
+        assert_int_equal(actc_backward(ctx, loss), ACTC_OK);
+        actc_tensor_release(loss);
+        actc_tensor_release(y);
+    }
+    for (int i = 0; i < 7; i++) {
+        assert_non_null(in[i]->grad);
+        memcpy(out + n, in[i]->grad->data, in[i]->numel * sizeof(float));
+        n += in[i]->numel;
+        actc_tensor_release(in[i]);
+    }
+    actc_ctx_free(ctx);
+    return n;
+}
+
+/* actc_set_deterministic: the same bits at 1, 2 and 3 threads, the same
+ * values as the default mode up to rounding, and oneDNN refused while on. */
+static void test_deterministic_products(void **state)
+{
+    (void)state;
+    const int threads0 = actc_get_threads();
+    const size_t cap = 1 << 20;
+    float *ref = malloc(cap * sizeof *ref), *got = malloc(cap * sizeof *got);
+    assert_non_null(ref);
+    assert_non_null(got);
+    assert_int_equal(actc_set_deterministic(1), ACTC_OK);
+    assert_int_equal(actc_get_deterministic(), 1);
+    size_t n = 0;
+    for (int t = 1; t <= 3; t++) {
+        actc_set_threads(t);
+        const size_t m = products_run(t == 1 ? ref : got);
+        assert_true(m <= cap);
+        if (t == 1) n = m;
+        else {
+            assert_int_equal(m, n);
+            assert_memory_equal(ref, got, n * sizeof *ref);
+        }
+    }
+    /* oneDNN cannot be forced while the mode is on, nor the mode turned on
+     * while oneDNN is forced. */
+    assert_int_equal(actc_set_conv_backend("dnnl"), ACTC_ERR_INVALID);
+    assert_string_equal(actc_get_conv_backend(), "auto");
+    assert_int_equal(actc_set_deterministic(0), ACTC_OK);
+    if (actc_set_conv_backend("dnnl") == ACTC_OK) {
+        assert_int_equal(actc_set_deterministic(1), ACTC_ERR_INVALID);
+        assert_int_equal(actc_get_deterministic(), 0);
+        assert_int_equal(actc_set_conv_backend("auto"), ACTC_OK);
+    }
+    actc_clear_error();
+    /* The default mode computes the same values, summed in another order. */
+    actc_set_threads(2);
+    assert_int_equal(products_run(got), n);
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = fabs((double)got[i] - ref[i]) / (fabs(ref[i]) + 1.0);
+        if (d > worst) worst = d;
+    }
+    print_message("deterministic vs default: worst relative difference %.3g over %zu values\n", worst, n);
+    assert_true(worst < 1e-4);
+    actc_set_threads(threads0);
+    free(ref);
+    free(got);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -672,6 +763,7 @@ int main(void)
         cmocka_unit_test(test_cross_entropy),
         cmocka_unit_test(test_cross_entropy_rounded_unbiased),
         cmocka_unit_test(test_no_grad_no_record),
+        cmocka_unit_test(test_deterministic_products),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

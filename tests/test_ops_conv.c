@@ -93,8 +93,9 @@ static float rweight(size_t i) { return actc_rand_uniform(4242, i) - 0.5f; }
 
 static actc_status rsum_backward(actc_ctx *ctx, actc_node *node)
 {
-    float *g = actc_grad_of(ctx, node->inputs[0]);
-    if (!g) return ACTC_OK;
+    float *g;
+    actc_status st = actc_grad_buffer(ctx, node->inputs[0], &g);
+    if (st != ACTC_OK || !g) return st;
     float d = node->output->grad->data[0];
     for (size_t i = 0; i < node->inputs[0]->numel; i++) g[i] += d * rweight(i);
     return ACTC_OK;
@@ -108,7 +109,8 @@ static actc_tensor *rsum(actc_ctx *ctx, actc_tensor *y)
     double s = 0;
     for (size_t i = 0; i < y->numel; i++) s += (double)y->data[i] * rweight(i);
     l->data[0] = (float)s;
-    actc_node *node = actc_node_new(ctx, "rsum", rsum_backward, l, 1, &y);
+    actc_node *node;
+    assert_int_equal(actc_node_new(ctx, "rsum", rsum_backward, l, 1, &y, &node), ACTC_OK);
     assert_non_null(node);
     return l;
 }
@@ -628,6 +630,74 @@ static void test_dnnl_scratch_budget(void **state)
     actc__conv_force_backend(ACTC_CONV_AUTO);
 }
 
+/* ---- backend choice and shutdown ------------------------------------------- */
+
+/* y = conv(x, w) on a fixed case, copied out (caller frees). */
+static float *conv_once(size_t *n)
+{
+    const int xs[4] = {2, 8, 9, 9}, ws[4] = {8, 8, 3, 3};
+    actc_tensor *x = tu_rand(4, xs, 31, -1.0f, 1.0f, 0);
+    actc_tensor *w = tu_rand(4, ws, 32, -0.5f, 0.5f, 0);
+    actc_ctx *ctx = actc_ctx_new();
+    actc_tensor *y = actc_conv2d(ctx, x, w, NULL, 1, 1);
+    if (!y) fail_msg("conv2d: %s", actc_last_error());
+    *n = y->numel;
+    float *out = dup_floats(y->data, y->numel);
+    actc_tensor_release(y);
+    actc_ctx_free(ctx);
+    actc_tensor_release(x);
+    actc_tensor_release(w);
+    return out;
+}
+
+/* actc_set_conv_backend: the names it takes, the errors for the others
+ * (which change nothing), and that it picks what the internal switch the
+ * other tests use picks.  actc_shutdown: twice in a row is fine and the
+ * convolution works after it, with the same result and no memory left. */
+static void test_backend_choice_and_shutdown(void **state)
+{
+    (void)state;
+    const size_t m0 = tu_mem_now();
+    assert_string_equal(actc_get_conv_backend(), "auto");
+    assert_int_equal(actc_set_conv_backend("im2col"), ACTC_OK);
+    assert_string_equal(actc_get_conv_backend(), "im2col");
+    assert_int_equal(actc_set_conv_backend("fft"), ACTC_ERR_INVALID);
+    assert_non_null(strstr(actc_last_error(), "unknown convolution backend 'fft' (auto, dnnl, im2col)"));
+    assert_int_equal(actc_set_conv_backend(NULL), ACTC_ERR_INVALID);
+    assert_string_equal(actc_get_conv_backend(), "im2col");
+    actc_clear_error();
+    for (int i = 0; i < n_backends(); i++) {
+        size_t n1, n2;
+        assert_int_equal(actc_set_conv_backend(backend_names[i]), ACTC_OK);
+        assert_string_equal(actc_get_conv_backend(), backend_names[i]);
+        float *by_name = conv_once(&n1);
+        actc__conv_force_backend(backends[i]);
+        float *forced = conv_once(&n2);
+        assert_int_equal(n1, n2);
+        assert_memory_equal(by_name, forced, n1 * sizeof(float));
+        free(by_name);
+        free(forced);
+    }
+    if (!actc__conv_dnnl_compiled()) {
+        assert_int_equal(actc_set_conv_backend("dnnl"), ACTC_ERR_INVALID);
+        assert_non_null(strstr(actc_last_error(), "no oneDNN"));
+        actc_clear_error();
+    }
+    assert_int_equal(actc_set_conv_backend("auto"), ACTC_OK);
+    assert_string_equal(actc_get_conv_backend(), "auto");
+
+    size_t n1, n2;
+    float *before = conv_once(&n1); /* creates oneDNN's engine and primitives */
+    actc_shutdown();
+    actc_shutdown();
+    float *after = conv_once(&n2); /* ... made again */
+    assert_int_equal(n1, n2);
+    assert_memory_equal(before, after, n1 * sizeof(float));
+    free(before);
+    free(after);
+    assert_int_equal(tu_mem_now(), m0);
+}
+
 /* ---- bad input ------------------------------------------------------------- */
 
 static void test_bad_shapes(void **state)
@@ -686,11 +756,12 @@ int main(void)
         cmocka_unit_test(test_eval_mode_records_nothing),
         cmocka_unit_test(test_no_leaks),
         cmocka_unit_test(test_dnnl_scratch_budget),
+        cmocka_unit_test(test_backend_choice_and_shutdown),
         cmocka_unit_test(test_bad_shapes),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
-    /* oneDNN's cached primitives would be freed at exit anyway; freeing them
-     * here keeps leak checkers' reports about this test alone. */
-    actc__conv_dnnl_cleanup();
+    /* oneDNN's engine and cached primitives outlive the tests: the library
+     * frees them only when asked, so that leak checkers see a clean exit. */
+    actc_shutdown();
     return failed;
 }

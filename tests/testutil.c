@@ -101,8 +101,9 @@ static double weighted_sum(const actc_tensor *out, uint64_t rseed)
 static actc_status wsum_backward(actc_ctx *ctx, actc_node *node)
 {
     actc_tensor *x = node->inputs[0];
-    float *gx = actc_grad_of(ctx, x);
-    if (!gx) return ACTC_OK;
+    float *gx;
+    actc_status st = actc_grad_buffer(ctx, x, &gx);
+    if (st != ACTC_OK || !gx) return st;
     float g = node->output->grad->data[0];
     uint64_t rseed = (uint64_t)node->iattr[0];
     for (size_t i = 0; i < x->numel; i++) gx[i] += g * (actc_rand_uniform(rseed, i) - 0.5f);
@@ -116,7 +117,7 @@ actc_tensor *tu_wsum(actc_ctx *ctx, actc_tensor *x, int rseed)
     assert_non_null(y);
     y->data[0] = (float)weighted_sum(x, (uint64_t)rseed);
     actc_node *node;
-    assert_int_equal(actc_node_new2(ctx, "wsum", wsum_backward, y, 1, &x, &node), ACTC_OK);
+    assert_int_equal(actc_node_new(ctx, "wsum", wsum_backward, y, 1, &x, &node), ACTC_OK);
     if (node) node->iattr[0] = rseed;
     return y;
 }

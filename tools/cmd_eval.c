@@ -5,127 +5,144 @@
 #include <stdlib.h>
 #include <string.h>
 
+typedef struct {
+    const char *ckpt, *spec;
+    int batch, threads;
+    uint64_t eval_tokens;
+    data_opts d;
+} eval_opts;
+
+static const char USAGE[] = "actc eval --checkpoint FILE [--data-dir DIR | --data text[:PATH]]";
+static const char ABOUT[] = "Evaluate a checkpoint: an image classifier's accuracy and mean loss on the test\n"
+                           "set, or a language model's loss in bits per byte on the held-out text.";
+
+static void build_flags(flag_def *f, void *opts)
+{
+    eval_opts *o = opts;
+    flag_def defs[] = {
+        {"--checkpoint", F_STR, &o->ckpt, "FILE", "checkpoint written by actc train --save (required)", 0},
+        {"--batch", F_INT, &o->batch, "N", "evaluation batch size (256; language models: their training batch)", 0},
+        {"--threads", F_INT, &o->threads, "N", "threads (default: all cores)", 0},
+        {"--data", F_STR, &o->spec, "SPEC", "language models: text (the default corpus) or text:PATH (the training run's)", 0},
+        {"--eval-tokens", F_U64, &o->eval_tokens, "N", "language models: validation tokens, 0 = all of them (0)", 0},
+        {"--data-dir", F_STR, &o->d.data_dir, "DIR", "directory with the Fashion-MNIST IDX files", 0},
+        {"--test-images", F_STR, &o->d.test_images, "FILE", "IDX image file to evaluate on", 0},
+        {"--test-labels", F_STR, &o->d.test_labels, "FILE", "IDX label file to evaluate on", 0},
+        {"--limit-test", F_INT, &o->d.limit_test, "N", "use only the first N test images", 0},
+        {NULL, F_INT, NULL, NULL, NULL, 0}};
+    memcpy(f, defs, sizeof defs);
+}
+
 /* A language model on the held-out text of its corpus (the one it was trained
  * on unless --data names another), in windows of its training length. */
-static int eval_text(const char *ckpt, const actc_ckpt_meta *meta, actc_model *m, actc_ctx *ctx, const char *spec,
-                     int batch, long eval_tokens)
+static int eval_text(const eval_opts *o, const actc_ckpt_info *info, actc_model *m, actc_ctx *ctx)
 {
     char saved[256];
-    if (!spec) spec = ckpt_setting_str(meta, "data", saved, sizeof saved) ? saved : "text";
+    const char *spec = o->spec ? o->spec : note_str(info, "data", saved, sizeof saved) ? saved : "text";
     if (!text_spec(spec)) {
-        fprintf(stderr, "error: --data %s: %s holds language model %s: use --data text or text:PATH\n", spec, ckpt,
-                meta->model);
+        fprintf(stderr, "error: --data %s: %s holds language model %s: use --data text or text:PATH\n", spec, o->ckpt,
+                info->model);
         return 1;
     }
     actc_text_corpus c;
     if (text_open(spec, &c)) return 1;
     int rc = 1;
-    const int context = actc_model_get_opts(m)->context, seq = ckpt_setting_int(meta, "seq");
+    const int context = actc_model_get_opts(m)->context, seq = note_int(info, "seq");
     const int T = seq > 0 && seq < context ? seq : context;
-    double loss, acc;
-    if (text_check_windows(&c, T)) goto out;
-    if (lm_evaluate(m, ctx, &c, T, eval_tokens, batch, &loss, &acc) != ACTC_OK) {
+    actc_source *src = NULL;
+    actc_eval_result r;
+    if (actc_source_text_eval(&c, T, o->eval_tokens, o->batch, &src) != ACTC_OK ||
+        actc_evaluate(m, ctx, src, &r) != ACTC_OK) {
         fprintf(stderr, "error: %s\n", actc_last_error());
         goto out;
     }
     printf("%s: model %s after %llu steps: validation loss %.4f = %.3f bits per byte (next-byte acc %.1f%%) on the "
            "held-out %zu bytes of %s (windows of %d); unigram baseline %.3f bpb\n",
-           ckpt, meta->model, (unsigned long long)meta->step, loss, loss / M_LN2, 100 * acc, c.n - c.train_end,
-           c.source, T, lm_unigram_bpb(&c));
+           o->ckpt, info->model, (unsigned long long)info->step, r.loss, r.loss / M_LN2, 100 * r.accuracy,
+           c.n - c.train_end, c.source, T, actc_text_unigram_bpb(&c));
     rc = 0;
 out:
+    actc_source_free(src);
     actc_text_free(&c);
     return rc;
 }
 
-int cmd_eval(int argc, char **argv)
+static int eval_images(const eval_opts *o, const actc_ckpt_info *info, actc_model *m, actc_ctx *ctx)
 {
-    const char *ckpt = NULL, *spec = NULL;
-    int batch = 256, threads = 0;
-    uint64_t eval_tokens = 0;
-    data_opts d;
-    memset(&d, 0, sizeof d);
-    flag_def flags[] = {
-        {"--checkpoint", F_STR, &ckpt, "FILE", "checkpoint written by actc train --save (required)", 0},
-        {"--batch", F_INT, &batch, "N", "evaluation batch size (256; language models: their training batch)", 0},
-        {"--threads", F_INT, &threads, "N", "threads (default: all cores)", 0},
-        {"--data", F_STR, &spec, "SPEC", "language models: text (the default corpus) or text:PATH (the training run's)", 0},
-        {"--eval-tokens", F_U64, &eval_tokens, "N", "language models: validation tokens, 0 = all of them (0)", 0},
-        {"--data-dir", F_STR, &d.data_dir, "DIR", "directory with the Fashion-MNIST IDX files", 0},
-        {"--test-images", F_STR, &d.test_images, "FILE", "IDX image file to evaluate on", 0},
-        {"--test-labels", F_STR, &d.test_labels, "FILE", "IDX label file to evaluate on", 0},
-        {"--limit-test", F_INT, &d.limit_test, "N", "use only the first N test images", 0},
-        {NULL, F_INT, NULL, NULL, NULL, 0}};
-    int help, rc = flags_parse(flags, argc, argv, 2, &help);
-    if (help) {
-        flags_help(stdout, "actc eval --checkpoint FILE [--data-dir DIR | --data text[:PATH]]",
-                   "Evaluate a checkpoint: an image classifier's accuracy and mean loss on the test\n"
-                   "set, or a language model's loss in bits per byte on the held-out text.", flags);
-        return 0;
-    }
-    if (rc) return 2;
-    if (!ckpt) {
-        fprintf(stderr, "error: --checkpoint FILE is required\n");
-        return 2;
-    }
-    if (batch < 1) {
-        fprintf(stderr, "error: --batch must be at least 1\n");
-        return 2;
-    }
-    actc_set_threads(threads);
-    actc_ckpt_meta meta;
-    actc_model *m = NULL;
-    actc_ctx *ctx = NULL;
-    if (actc_checkpoint_peek(ckpt, &meta) != ACTC_OK) {
-        fprintf(stderr, "error: --checkpoint: %s\n", actc_last_error());
-        return 1;
-    }
-    const int lm = actc_model_name_takes_tokens(meta.model);
-    if (lm) {
-        if (model_from_checkpoint(ckpt, NULL, &meta, &m)) return 1;
-        if (!flag_was_set(flags, "--batch") && meta.batch > 0) batch = meta.batch;
-        rc = (ctx = actc_ctx_new()) ? eval_text(ckpt, &meta, m, ctx, spec, batch, (long)eval_tokens) : 1;
-        if (!ctx) fprintf(stderr, "error: %s\n", actc_last_error());
-        actc_ctx_free(ctx);
-        actc_model_free(m);
-        return rc;
-    }
-    if (spec && strcmp(spec, "fmnist")) {
-        fprintf(stderr, "error: --data %s: %s holds image model %s: evaluate it on IDX images\n", spec, ckpt, meta.model);
+    if (o->spec && strcmp(o->spec, "fmnist")) {
+        fprintf(stderr, "error: --data %s: %s holds image model %s: evaluate it on IDX images\n", o->spec, o->ckpt,
+                info->model);
         return 1;
     }
     actc_image_dataset test;
-    if (data_load(&d, NULL, &test)) return 1;
-    rc = 1;
-    /* The test set fills in what a checkpoint does not record. */
-    actc_model_opts base = actc_model_default_opts();
-    base.in_channels = test.c;
-    base.in_h = test.h;
-    base.in_w = test.w;
-    if (test.num_classes > base.num_classes) base.num_classes = test.num_classes;
-    if (model_from_checkpoint(ckpt, &base, &meta, &m) || !(ctx = actc_ctx_new())) goto out;
+    if (data_load(&o->d, NULL, &test)) return 1;
+    int rc = 1;
+    actc_source *src = NULL;
     const actc_model_opts *mo = actc_model_get_opts(m);
     if (mo->in_channels != test.c || mo->in_h != test.h || mo->in_w != test.w) {
-        fprintf(stderr, "error: %s was trained on %dx%dx%d images; the test images are %dx%dx%d\n", ckpt,
+        fprintf(stderr, "error: %s was trained on %dx%dx%d images; the test images are %dx%dx%d\n", o->ckpt,
                 mo->in_channels, mo->in_h, mo->in_w, test.c, test.h, test.w);
         goto out;
     }
     if (test.num_classes > mo->num_classes) {
-        fprintf(stderr, "error: the test labels go up to %d but %s has %d classes\n", test.num_classes - 1, ckpt,
+        fprintf(stderr, "error: the test labels go up to %d but %s has %d classes\n", test.num_classes - 1, o->ckpt,
                 mo->num_classes);
         goto out;
     }
-    double acc, loss;
-    if (evaluate(m, ctx, &test, batch, &acc, &loss) != ACTC_OK) {
+    actc_loader_opts lo = {FMNIST_MEAN, FMNIST_STD, 0, 0, 0, 0};
+    actc_eval_result r;
+    if (actc_source_images(&test, o->batch, 0, &lo, &src) != ACTC_OK || actc_evaluate(m, ctx, src, &r) != ACTC_OK) {
         fprintf(stderr, "error: %s\n", actc_last_error());
         goto out;
     }
-    printf("%s: model %s after %llu epoch(s) / %llu steps: test accuracy %.2f%% (loss %.4f) on %d images\n", ckpt,
-           meta.model, (unsigned long long)meta.epoch, (unsigned long long)meta.step, 100 * acc, loss, test.n);
+    printf("%s: model %s after %llu epoch(s) / %llu steps: test accuracy %.2f%% (loss %.4f) on %d images\n", o->ckpt,
+           info->model, (unsigned long long)info->epoch, (unsigned long long)info->step, 100 * r.accuracy, r.loss,
+           test.n);
     rc = 0;
 out:
-    actc_ctx_free(ctx);
-    actc_model_free(m);
+    actc_source_free(src);
     actc_image_dataset_free(&test);
     return rc;
 }
+
+static int cmd_eval(int argc, char **argv)
+{
+    eval_opts o;
+    memset(&o, 0, sizeof o);
+    o.batch = 256;
+    flag_def flags[MAX_FLAGS];
+    build_flags(flags, &o);
+    int help, rc = flags_parse(flags, argc, argv, 2, &help);
+    if (help) {
+        flags_help(stdout, USAGE, ABOUT, flags);
+        return 0;
+    }
+    if (rc) return 2;
+    if (!o.ckpt) {
+        fprintf(stderr, "error: --checkpoint FILE is required\n");
+        return 2;
+    }
+    if (o.batch < 1 || o.threads < 0 || o.d.limit_test < 0) {
+        fprintf(stderr, "error: need --batch >= 1, --threads >= 0 and --limit-test >= 0\n");
+        return 2;
+    }
+    actc_set_threads(o.threads);
+    actc_ckpt_info info;
+    actc_model *m = NULL;
+    if (model_from_checkpoint(o.ckpt, &info, &m)) return 1;
+    actc_ctx *ctx = actc_ctx_new();
+    if (!ctx) rc = fail("engine");
+    else if (actc_model_takes_tokens(m)) {
+        const int b = note_int(&info, "batch");
+        if (!flag_was_set(flags, "--batch") && b > 0) o.batch = b;
+        rc = eval_text(&o, &info, m, ctx);
+    } else {
+        rc = eval_images(&o, &info, m, ctx);
+    }
+    actc_ctx_free(ctx);
+    actc_model_free(m);
+    return rc;
+}
+
+const command cmd_eval_def = {"eval", "evaluate a checkpoint on the test set (or held-out text)", USAGE, ABOUT,
+                              build_flags, sizeof(eval_opts), cmd_eval};

@@ -39,30 +39,47 @@ static int sample(const float *logits, int V, float temperature, int k, float u,
     return best;
 }
 
-int cmd_generate(int argc, char **argv)
+typedef struct {
+    const char *ckpt, *prompt;
+    int tokens, top_k, threads;
+    float temperature;
+    uint64_t seed;
+} gen_opts;
+
+static const char USAGE[] = "actc generate --checkpoint FILE [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K]";
+static const char ABOUT[] = "Continue the prompt with the language model of a checkpoint, one byte at a time,\n"
+                           "printing the prompt and then each byte as it comes.  The model sees the last\n"
+                           "bytes of the text so far, as many as it was trained on (--seq, or its context).";
+
+static void build_flags(flag_def *f, void *opts)
 {
-    const char *ckpt = NULL, *prompt = "\n";
-    int tokens = 200, top_k = 0, threads = 0;
-    float temperature = 0.8f;
-    uint64_t seed = 1;
-    flag_def flags[] = {
-        {"--checkpoint", F_STR, &ckpt, "FILE", "checkpoint of a language model (actc train --save) (required)", 0},
-        {"--prompt", F_STR, &prompt, "TEXT", "text to continue, any bytes (a newline)", 0},
-        {"--tokens", F_INT, &tokens, "N", "bytes to generate (200)", 0},
-        {"--temperature", F_FLOAT, &temperature, "T", "sampling temperature; 0 = always the likeliest byte (0.8)", 0},
-        {"--top-k", F_INT, &top_k, "K", "sample among the K likeliest bytes only; 0 = all (0)", 0},
-        {"--seed", F_U64, &seed, "N", "seed of the sampling (1)", 0},
-        {"--threads", F_INT, &threads, "N", "threads (default: all cores)", 0},
+    gen_opts *o = opts;
+    flag_def defs[] = {
+        {"--checkpoint", F_STR, &o->ckpt, "FILE", "checkpoint of a language model (actc train --save) (required)", 0},
+        {"--prompt", F_STR, &o->prompt, "TEXT", "text to continue, any bytes (a newline)", 0},
+        {"--tokens", F_INT, &o->tokens, "N", "bytes to generate (200)", 0},
+        {"--temperature", F_FLOAT, &o->temperature, "T", "sampling temperature; 0 = always the likeliest byte (0.8)", 0},
+        {"--top-k", F_INT, &o->top_k, "K", "sample among the K likeliest bytes only; 0 = all (0)", 0},
+        {"--seed", F_U64, &o->seed, "N", "seed of the sampling (1)", 0},
+        {"--threads", F_INT, &o->threads, "N", "threads (default: all cores)", 0},
         {NULL, F_INT, NULL, NULL, NULL, 0}};
+    memcpy(f, defs, sizeof defs);
+}
+
+static int cmd_generate(int argc, char **argv)
+{
+    gen_opts go = {NULL, "\n", 200, 0, 0, 0.8f, 1};
+    flag_def flags[MAX_FLAGS];
+    build_flags(flags, &go);
     int help, rc = flags_parse(flags, argc, argv, 2, &help);
     if (help) {
-        flags_help(stdout, "actc generate --checkpoint FILE [--prompt TEXT] [--tokens N] [--temperature T] [--top-k K]",
-                   "Continue the prompt with the language model of a checkpoint, one byte at a time,\n"
-                   "printing the prompt and then each byte as it comes.  The model sees the last\n"
-                   "bytes of the text so far, as many as it was trained on (--seq, or its context).",
-                   flags);
+        flags_help(stdout, USAGE, ABOUT, flags);
         return 0;
     }
+    const char *ckpt = go.ckpt, *prompt = go.prompt;
+    const int tokens = go.tokens, top_k = go.top_k, threads = go.threads;
+    const float temperature = go.temperature;
+    const uint64_t seed = go.seed;
     if (rc) return 2;
     if (!ckpt) {
         fprintf(stderr, "error: --checkpoint FILE is required\n");
@@ -74,9 +91,9 @@ int cmd_generate(int argc, char **argv)
     }
     if (!prompt[0]) prompt = "\n";
     actc_set_threads(threads);
-    actc_ckpt_meta meta;
+    actc_ckpt_info meta;
     actc_model *m = NULL;
-    if (model_from_checkpoint(ckpt, NULL, &meta, &m)) return 1;
+    if (model_from_checkpoint(ckpt, &meta, &m)) return 1;
     rc = 1;
     actc_ctx *ctx = NULL;
     int32_t *text = NULL;
@@ -89,7 +106,7 @@ int cmd_generate(int argc, char **argv)
     }
     const actc_model_opts *mo = actc_model_get_opts(m);
     /* The model sees at most the window length it was trained on. */
-    const int V = mo->vocab, seq = ckpt_setting_int(&meta, "seq");
+    const int V = mo->vocab, seq = note_int(&meta, "seq");
     const int C = seq > 0 && seq < mo->context ? seq : mo->context;
     if (top_k > V) {
         fprintf(stderr, "error: --top-k %d is over the model's vocabulary of %d\n", top_k, V);
@@ -137,3 +154,6 @@ out:
     actc_model_free(m);
     return rc;
 }
+
+const command cmd_generate_def = {"generate", "continue a prompt with a language model's checkpoint", USAGE, ABOUT,
+                                  build_flags, sizeof(gen_opts), cmd_generate};

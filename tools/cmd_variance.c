@@ -22,8 +22,8 @@ typedef struct {
     data_opts data;
 } var_opts;
 
-static const char *USAGE = "actc variance --model NAME --compress SPEC [--batch N] [--repeats R] [--json] ...";
-static const char *ABOUT =
+static const char USAGE[] = "actc variance --model NAME --compress SPEC [--batch N] [--repeats R] [--json] ...";
+static const char ABOUT[] =
     "Gradient variance per parameter tensor, as in ActNN's Figure 5:\n"
     "  compression  the same minibatch R times with --compress SPEC, a different\n"
     "               rounding seed each time (same step, no optimizer step): the\n"
@@ -37,11 +37,6 @@ static const char *ABOUT =
     "backward passes: give them --warmup 20 or so before measuring.  Progress\n"
     "lines go to stderr.";
 
-static int fail(const char *what)
-{
-    fprintf(stderr, "error: %s: %s\n", what, actc_last_error());
-    return 1;
-}
 
 /* ---- accumulation ---------------------------------------------------------- */
 
@@ -122,9 +117,9 @@ typedef struct {
     actc_image_dataset train;
     int have_train;
     actc_model *model;
-    actc_ctx *ctx;
-    actc_controller *ctrl; /* warm-up passes: lets gact measure and allocate */
-    actc_loader *loader;
+    actc_trainer *t;       /* the measured policy (warm-up: gact measures)  */
+    actc_trainer *plain;   /* no compression: the sampling passes           */
+    actc_source *src;      /* the fixed shuffle of the training set         */
     welford acc;
     double *comp, *samp;   /* per-parameter results                          */
     double batch_loss;     /* loss of the fixed minibatch                   */
@@ -136,28 +131,26 @@ static void run_free(var_run *r)
     welford_free(&r->acc);
     free(r->comp);
     free(r->samp);
-    actc_loader_free(r->loader);
-    actc_controller_free(r->ctrl);
-    actc_ctx_free(r->ctx);
+    actc_source_free(r->src);
+    actc_trainer_free(r->t);
+    actc_trainer_free(r->plain);
     actc_model_free(r->model);
     if (r->have_train) actc_image_dataset_free(&r->train);
 }
 
 /* Forward+backward of the g-th batch of the fixed shuffle (g past the end of
- * an epoch continues into the next epoch's shuffle), training mode, no
- * optimizer step: the gradients stay in the parameters' .grad.  ctrl: through
- * the controller (warm-up; under gact the first measures and allocates). */
-static actc_status grad_pass(var_run *r, actc_controller *ctrl, int g, double *loss)
+ * an epoch continues into the next epoch's shuffle) at step `step`, training
+ * mode, no optimizer step: the gradients stay in the parameters' .grad.  The
+ * trainer's controller measures (under gact) unless the policy is frozen. */
+static actc_status grad_pass(var_run *r, actc_trainer *t, int g, uint64_t step, double *loss)
 {
-    int nb = actc_loader_num_batches(r->loader);
-    actc_tensor *x;
-    const int32_t *labels;
-    int bs;
-    actc_status s = actc_loader_get(r->loader, g / nb, g % nb, &x, &labels, &bs);
+    const int nb = actc_source_batches(r->src);
+    actc_batch b;
+    actc_status s = actc_source_get(r->src, (uint64_t)(g / nb), (uint64_t)(g % nb), 0, &b);
     if (s != ACTC_OK) return s;
-    step_result sr;
-    s = train_step(r->model, r->ctx, ctrl, NULL, x, labels, 0.0f, 0, &sr);
-    actc_tensor_release(x);
+    actc_trainer_set_position(t, step, 0, 0);
+    actc_step_result sr;
+    s = actc_trainer_backward(t, &b, &sr);
     if (s == ACTC_OK) *loss = sr.loss;
     return s;
 }
@@ -173,8 +166,7 @@ static int run_warmup(var_run *r, const var_opts *o)
 {
     double t0 = now_seconds(), loss;
     for (int w = 0; w < o->warmup; w++) {
-        actc_ctx_set_step(r->ctx, (uint64_t)w);
-        if (grad_pass(r, r->ctrl, o->repeats + w, &loss) != ACTC_OK) return fail("warm-up pass");
+        if (grad_pass(r, r->t, o->repeats + w, (uint64_t)w, &loss) != ACTC_OK) return fail("warm-up pass");
         note_pass("warm-up", w, o->warmup, loss, t0);
     }
     return 0;
@@ -186,11 +178,11 @@ static int run_compression(var_run *r, const var_opts *o)
 {
     double t0 = now_seconds();
     welford_reset(&r->acc);
-    actc_ctx_freeze_policy(r->ctx, 1);
+    actc_ctx *ctx = actc_trainer_ctx(r->t);
+    actc_ctx_freeze_policy(ctx, 1);
     for (int i = 0; i < o->repeats; i++) {
-        actc_ctx_set_seed(r->ctx, o->seed + (uint64_t)i);
-        actc_ctx_set_step(r->ctx, (uint64_t)o->warmup);
-        if (grad_pass(r, NULL, 0, &r->batch_loss) != ACTC_OK) return fail("compression pass");
+        actc_ctx_set_seed(ctx, o->seed + (uint64_t)i);
+        if (grad_pass(r, r->t, 0, (uint64_t)o->warmup, &r->batch_loss) != ACTC_OK) return fail("compression pass");
         welford_add(&r->acc);
         note_pass("compression", i, o->repeats, r->batch_loss, t0);
     }
@@ -202,12 +194,9 @@ static int run_compression(var_run *r, const var_opts *o)
 static int run_sampling(var_run *r, const var_opts *o)
 {
     double t0 = now_seconds(), loss;
-    if (actc_ctx_set_policy(r->ctx, "none") != ACTC_OK) return fail("policy none");
-    actc_ctx_set_seed(r->ctx, o->seed);
     welford_reset(&r->acc);
     for (int i = 0; i < o->repeats; i++) {
-        actc_ctx_set_step(r->ctx, (uint64_t)o->warmup);
-        if (grad_pass(r, NULL, i, &loss) != ACTC_OK) return fail("sampling pass");
+        if (grad_pass(r, r->plain, i, (uint64_t)o->warmup, &loss) != ACTC_OK) return fail("sampling pass");
         welford_add(&r->acc);
         note_pass("sampling", i, o->repeats, loss, t0);
     }
@@ -342,21 +331,21 @@ static int check_opts(const var_opts *o)
 }
 
 /* With --checkpoint: its model unless --model names another (an error). */
-static int peek_checkpoint(var_opts *o, const flag_def *flags, actc_ckpt_meta *meta)
+static int peek_checkpoint(var_opts *o, const flag_def *flags, actc_ckpt_info *info)
 {
-    if (actc_checkpoint_peek(o->checkpoint, meta) != ACTC_OK) return fail("--checkpoint");
-    if (flag_was_set(flags, "--model") && strcmp(o->model, meta->model)) {
+    if (actc_checkpoint_info(o->checkpoint, info) != ACTC_OK) return fail("--checkpoint");
+    if (flag_was_set(flags, "--model") && strcmp(o->model, info->model)) {
         fprintf(stderr, "error: --checkpoint %s holds model %s, but --model %s was given\n", o->checkpoint,
-                meta->model, o->model);
+                info->model, o->model);
         return 2;
     }
-    o->model = meta->model;
+    o->model = info->model;
     return 0;
 }
 
 /* Data, model (initialised from the seed or loaded from --checkpoint),
  * context with the policy, and the fixed shuffle of the training set. */
-static int setup(var_run *r, const var_opts *o, const actc_ckpt_meta *meta)
+static int setup(var_run *r, const var_opts *o, const actc_ckpt_info *info)
 {
     if (data_load(&o->data, &r->train, NULL)) return 1;
     r->have_train = 1;
@@ -370,19 +359,22 @@ static int setup(var_run *r, const var_opts *o, const actc_ckpt_meta *meta)
     mo.in_w = r->train.w;
     if (r->train.num_classes > mo.num_classes) mo.num_classes = r->train.num_classes;
     mo.width = o->width;
-    if (o->checkpoint) model_opts_from_meta(meta, &mo); /* the checkpoint's shape wins */
+    if (o->checkpoint) mo = info->model_opts; /* the checkpoint's shape wins */
     mo.dropout = 0; /* dropout masks follow the seed too: keep them out */
     mo.seed = o->seed;
     if (actc_model_create(o->model, &mo, &r->model) != ACTC_OK) return fail("--model");
     if (o->checkpoint && actc_checkpoint_load(o->checkpoint, r->model, NULL, NULL) != ACTC_OK) {
         return fail("--checkpoint");
     }
-    if (!(r->ctx = actc_ctx_new())) return fail("engine");
-    if (actc_ctx_set_policy(r->ctx, o->compress) != ACTC_OK) return fail("--compress");
-    snprintf(r->policy, sizeof r->policy, "%s", actc_ctx_policy(r->ctx));
-    if (!(r->ctrl = controller_for(r->ctx, r->model, NULL))) return 1;
+    actc_trainer_opts to = actc_trainer_default_opts();
+    to.policy = o->compress;
+    to.seed = o->seed;
+    if (actc_trainer_new(r->model, &to, &r->t) != ACTC_OK) return fail("--compress");
+    to.policy = "none";
+    if (actc_trainer_new(r->model, &to, &r->plain) != ACTC_OK) return fail("engine");
+    snprintf(r->policy, sizeof r->policy, "%s", actc_trainer_get_opts(r->t)->policy);
     actc_loader_opts lo = {FMNIST_MEAN, FMNIST_STD, 0, 0, 1, o->seed};
-    if (!(r->loader = actc_loader_new(&r->train, o->batch, 1, &lo))) return fail("data loader");
+    if (actc_source_images(&r->train, o->batch, 1, &lo, &r->src) != ACTC_OK) return fail("data loader");
     if (welford_init(&r->acc, r->model)) return fail("accumulators");
     r->comp = calloc((size_t)r->acc.np + 1, sizeof *r->comp);
     r->samp = calloc((size_t)r->acc.np + 1, sizeof *r->samp);
@@ -393,7 +385,29 @@ static int setup(var_run *r, const var_opts *o, const actc_ckpt_meta *meta)
     return 0;
 }
 
-int cmd_variance(int argc, char **argv)
+static void build_flags(flag_def *f, void *opts)
+{
+    var_opts *o = opts;
+    flag_def defs[] = {
+        {"--model", F_STR, &o->model, "NAME", "model (resnet20, or the --checkpoint's)", 0},
+        {"--compress", F_STR, &o->compress, "SPEC", "compression policy measured (none); see actc --help", 0},
+        {"--batch", F_INT, &o->batch, "N", "minibatch size (128)", 0},
+        {"--repeats", F_INT, &o->repeats, "R", "gradients per variance, at least 2 (10)", 0},
+        {"--warmup", F_INT, &o->warmup, "W", "passes with the policy before measuring (0; ~20 for actnn:*, 1 for gact:* to measure and allocate)", 0},
+        {"--checkpoint", F_STR, &o->checkpoint, "FILE", "measure at the weights of FILE (actc train --save)", 0},
+        {"--width", F_INT, &o->width, "N", "hidden width of the mlp (256; a checkpoint's own otherwise)", 0},
+        {"--seed", F_U64, &o->seed, "N", "seed of initialisation, data order and the first rounding seed (1)", 0},
+        {"--threads", F_INT, &o->threads, "N", "threads (default: all cores)", 0},
+        {"--json", F_BOOL, &o->json, "", "print one JSON object instead of the table", 0},
+        {"--data-dir", F_STR, &o->data.data_dir, "DIR", "directory with the Fashion-MNIST IDX files", 0},
+        {"--train-images", F_STR, &o->data.train_images, "FILE", "IDX image file to draw minibatches from", 0},
+        {"--train-labels", F_STR, &o->data.train_labels, "FILE", "IDX label file to draw minibatches from", 0},
+        {"--limit-train", F_INT, &o->data.limit_train, "N", "use only the first N training images", 0},
+        {NULL, F_INT, NULL, NULL, NULL, 0}};
+    memcpy(f, defs, sizeof defs);
+}
+
+static int cmd_variance(int argc, char **argv)
 {
     var_opts o;
     memset(&o, 0, sizeof o);
@@ -403,22 +417,8 @@ int cmd_variance(int argc, char **argv)
     o.repeats = 10;
     o.width = 256;
     o.seed = 1;
-    flag_def flags[] = {
-        {"--model", F_STR, &o.model, "NAME", "model (resnet20, or the --checkpoint's)", 0},
-        {"--compress", F_STR, &o.compress, "SPEC", "compression policy measured (none); see actc --help", 0},
-        {"--batch", F_INT, &o.batch, "N", "minibatch size (128)", 0},
-        {"--repeats", F_INT, &o.repeats, "R", "gradients per variance, at least 2 (10)", 0},
-        {"--warmup", F_INT, &o.warmup, "W", "passes with the policy before measuring (0; ~20 for actnn:*, 1 for gact:* to measure and allocate)", 0},
-        {"--checkpoint", F_STR, &o.checkpoint, "FILE", "measure at the weights of FILE (actc train --save)", 0},
-        {"--width", F_INT, &o.width, "N", "hidden width of the mlp (256; a checkpoint's own otherwise)", 0},
-        {"--seed", F_U64, &o.seed, "N", "seed of initialisation, data order and the first rounding seed (1)", 0},
-        {"--threads", F_INT, &o.threads, "N", "threads (default: all cores)", 0},
-        {"--json", F_BOOL, &o.json, "", "print one JSON object instead of the table", 0},
-        {"--data-dir", F_STR, &o.data.data_dir, "DIR", "directory with the Fashion-MNIST IDX files", 0},
-        {"--train-images", F_STR, &o.data.train_images, "FILE", "IDX image file to draw minibatches from", 0},
-        {"--train-labels", F_STR, &o.data.train_labels, "FILE", "IDX label file to draw minibatches from", 0},
-        {"--limit-train", F_INT, &o.data.limit_train, "N", "use only the first N training images", 0},
-        {NULL, F_INT, NULL, NULL, NULL, 0}};
+    flag_def flags[MAX_FLAGS];
+    build_flags(flags, &o);
     int help, rc = flags_parse(flags, argc, argv, 2, &help);
     if (help) {
         flags_help(stdout, USAGE, ABOUT, flags);
@@ -426,7 +426,7 @@ int cmd_variance(int argc, char **argv)
         return 0;
     }
     if (rc) return 2;
-    actc_ckpt_meta meta;
+    actc_ckpt_info meta;
     memset(&meta, 0, sizeof meta);
     if (o.checkpoint && (rc = peek_checkpoint(&o, flags, &meta))) return rc;
     if ((rc = check_opts(&o))) return rc;
@@ -439,3 +439,6 @@ int cmd_variance(int argc, char **argv)
     run_free(&r);
     return rc;
 }
+
+const command cmd_variance_def = {"variance", "gradient variance from compression vs minibatch sampling, per layer",
+                                  USAGE, ABOUT, build_flags, sizeof(var_opts), cmd_variance};

@@ -1,6 +1,6 @@
 /* Table-driven flag parsing: the same table produces the help text. */
 #include "cli.h"
-#include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -60,28 +60,24 @@ int flags_parse(flag_def *flags, int argc, char **argv, int first, int *want_hel
             fprintf(stderr, "error: flag %s needs a value (%s)\n", f->name, f->meta);
             return 2;
         }
-        char *end = NULL;
-        errno = 0;
+        /* One strict number parser for every command (the library's): no
+         * spaces, '+', hexadecimal, inf or nan, nothing after the number. */
+        long long iv;
+        double dv;
         switch (f->type) {
-        case F_INT: {
-            long x = strtol(v, &end, 10);
-            if (*v == '\0' || *end || errno || x < -2147483647L || x > 2147483647L) goto bad;
-            *(int *)f->ptr = (int)x;
+        case F_INT:
+            if (actc_parse_int(v, -2147483647LL, 2147483647LL, &iv) != ACTC_OK) goto bad;
+            *(int *)f->ptr = (int)iv;
             break;
-        }
-        case F_U64: {
-            if (*v == '-') goto bad;
-            unsigned long long x = strtoull(v, &end, 10);
-            if (*v == '\0' || *end || errno) goto bad;
-            *(uint64_t *)f->ptr = x;
+        case F_U64:
+            /* Counts of steps and tokens: up to 2^62, far past any run. */
+            if (actc_parse_int(v, 0, 4611686018427387904LL, &iv) != ACTC_OK) goto bad;
+            *(uint64_t *)f->ptr = (uint64_t)iv;
             break;
-        }
-        case F_FLOAT: {
-            float x = strtof(v, &end);
-            if (*v == '\0' || *end || errno) goto bad;
-            *(float *)f->ptr = x;
+        case F_FLOAT:
+            if (actc_parse_number(v, &dv) != ACTC_OK || fabs(dv) > 3.4e38) goto bad;
+            *(float *)f->ptr = (float)dv;
             break;
-        }
         case F_STR: *(const char **)f->ptr = v; break;
         case F_BYTES:
             if (actc_parse_bytes(v, (size_t *)f->ptr) != ACTC_OK) {
@@ -116,4 +112,9 @@ int flag_was_set(const flag_def *flags, const char *name)
     for (const flag_def *f = flags; f->name; f++)
         if (!strcmp(f->name, name)) return f->set;
     return 0;
+}
+
+void flags_clear_set(flag_def *flags)
+{
+    for (flag_def *f = flags; f->name; f++) f->set = 0;
 }

@@ -7,7 +7,10 @@
  * 128 re-faults nothing after the first step, RSS 196 MiB vs glibc's 303).
  * With glibc, blocks above its mmap threshold would be fresh mappings and
  * freed heap tops would go back to the kernel, so every step would fault its
- * working set in again (30% of a ResNet-20 step): raise both thresholds. */
+ * working set in again (30% of a ResNet-20 step): raise both thresholds.
+ * The library's own cache of freed blocks (src/core/mem.c) now does this
+ * for any program; jemalloc keeps the programs' RSS a few percent lower
+ * (bench/RESULTS.md, "malloc"). */
 #ifndef ACTC_MALLOC_CONF_H
 #define ACTC_MALLOC_CONF_H
 #ifdef ACTC_WITH_JEMALLOC

@@ -1,4 +1,4 @@
-/* Progress display and the memory report. */
+/* The progress display (the memory report is the library's). */
 #include "cli.h"
 #include <string.h>
 #include <unistd.h>
@@ -58,52 +58,3 @@ void progress_done(progress *p)
     p->last_plain = -1;
 }
 
-double context_ratio(const actc_store_stats *ss)
-{
-    return ss->stored_peak ? (double)ss->fp32_peak / (double)ss->stored_peak : 0.0;
-}
-
-static const char *kind_names[ACTC_SAVE_NKINDS] = {"ACT", "MASK", "INDEX", "EXACT"};
-
-void report_memory(FILE *f, const actc_mem_stats *ms, const actc_store_stats *ss)
-{
-    char a[32], b[32];
-    size_t sum = 0;
-    fprintf(f, "memory (peaks over the epoch)\n");
-    fprintf(f, "  %-10s %12s\n", "category", "peak");
-    for (int c = 0; c < ACTC_MEM_NCAT; c++) {
-        fprintf(f, "  %-10s %12s\n", actc_mem_cat_name((actc_mem_cat)c),
-                actc_format_bytes(ms->peak[c], a, sizeof a));
-        sum += ms->peak[c];
-    }
-    fprintf(f, "  %-10s %12s  (allocator peak; the categories peak at different moments, sum %s)\n",
-            "total", actc_format_bytes(ms->peak_total, a, sizeof a), actc_format_bytes(sum, b, sizeof b));
-    fprintf(f, "context before backward: stored %s vs fp32 %s -> %.2fx smaller\n",
-            actc_format_bytes(ss->stored_peak, a, sizeof a), actc_format_bytes(ss->fp32_peak, b, sizeof b),
-            context_ratio(ss));
-    for (int k = 0; k < ACTC_SAVE_NKINDS; k++) {
-        if (!ss->stored_by_kind[k] && !ss->fp32_by_kind[k]) continue;
-        fprintf(f, "  %-6s stored %12s   fp32 %12s\n", kind_names[k],
-                actc_format_bytes(ss->stored_by_kind[k], a, sizeof a),
-                actc_format_bytes(ss->fp32_by_kind[k], b, sizeof b));
-    }
-    if (ss->backward_peak > ss->forward_bytes)
-        fprintf(f, "context with recomputed segments: %s before backward, peak %s during backward\n",
-                actc_format_bytes(ss->forward_bytes, a, sizeof a), actc_format_bytes(ss->backward_peak, b, sizeof b));
-    fprintf(f, "process peak RSS: %s\n", actc_format_bytes(actc_process_peak_rss(), a, sizeof a));
-}
-
-void report_memory_json(FILE *f, const actc_mem_stats *ms, const actc_store_stats *ss)
-{
-    fprintf(f, "{\"peak\":{");
-    for (int c = 0; c < ACTC_MEM_NCAT; c++)
-        fprintf(f, "%s\"%s\":%zu", c ? "," : "", actc_mem_cat_name((actc_mem_cat)c), ms->peak[c]);
-    fprintf(f, "},\"peak_total\":%zu,\"context_stored\":%zu,\"context_fp32\":%zu,\"context_ratio\":%.4f",
-            ms->peak_total, ss->stored_peak, ss->fp32_peak, context_ratio(ss));
-    fprintf(f, ",\"context_by_kind\":{");
-    for (int k = 0; k < ACTC_SAVE_NKINDS; k++)
-        fprintf(f, "%s\"%s\":{\"stored\":%zu,\"fp32\":%zu}", k ? "," : "", kind_names[k],
-                ss->stored_by_kind[k], ss->fp32_by_kind[k]);
-    fprintf(f, "},\"context_before_backward\":%zu,\"context_backward_peak\":%zu,\"peak_rss\":%zu}", ss->forward_bytes,
-            ss->backward_peak, actc_process_peak_rss());
-}

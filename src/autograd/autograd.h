@@ -25,6 +25,12 @@ typedef struct {
     uint32_t count;
 } actc_key_count;
 
+/* Parameters a segment's first forward touched (no tape is recorded then). */
+typedef struct {
+    actc_tensor **t;
+    int n, cap;
+} actc_param_list;
+
 struct actc_ctx {
     int training;
     int no_record;           /* a segment's first forward: record nothing    */
@@ -33,6 +39,10 @@ struct actc_ctx {
                                 passes (also reported as replaying)          */
     int in_backward;         /* backward_peak is being tracked               */
     uint64_t seed, step, key_counter;
+    uint32_t substep;        /* micro-batch of the step (actc_ctx_set_substep) */
+    actc_grad_ready_fn on_grad; /* gradient-complete event                  */
+    void *on_grad_user;
+    actc_param_list *collect; /* a segment's first forward: its parameters   */
     actc_policy *policy;
 
     actc_node **nodes;
@@ -66,4 +76,12 @@ actc_status actc__backward_nodes(actc_ctx *ctx, int lo);
  * they still hold too) and shorten the tape to lo. */
 void actc__tape_truncate(actc_ctx *ctx, int lo);
 void actc__store_free(actc_ctx *ctx);
+/* Add the parameters among in[0..n) to ctx->collect (once each). */
+actc_status actc__collect_params(actc_ctx *ctx, int n, actc_tensor *const *in);
+/* The node holds these parameters' gradients open until it is done (a
+ * segment's, for what its recompute will use); it takes the array. */
+void actc__node_hold_params(actc_node *node, actc_tensor **params, int n);
+/* The step that keys random streams: the step itself, or a mix of it with
+ * the micro-batch index. */
+uint64_t actc__stream_step(const actc_ctx *ctx);
 #endif

@@ -66,12 +66,26 @@ void actc_ctx_set_step(actc_ctx *ctx, uint64_t step)
 {
     ctx->step = step;
     ctx->key_counter = 0;
+    ctx->substep = 0;
+}
+
+void actc_ctx_set_substep(actc_ctx *ctx, uint32_t k)
+{
+    ctx->substep = k;
+    ctx->key_counter = 0;
+}
+
+uint64_t actc__stream_step(const actc_ctx *ctx)
+{
+    /* Micro-batch 0 keeps the step's own streams, so a run without
+     * micro-batches draws exactly what it always did. */
+    return ctx->substep ? actc_rng_key(ctx->step, ctx->substep, 0x5355425354455053ULL) : ctx->step;
 }
 uint64_t actc_ctx_step(const actc_ctx *ctx) { return ctx->step; }
 
 uint64_t actc_ctx_next_key(actc_ctx *ctx)
 {
-    return actc_rng_key(ctx->seed, ctx->step, 0x4F50000000000000ULL + ctx->key_counter++);
+    return actc_rng_key(ctx->seed, actc__stream_step(ctx), 0x4F50000000000000ULL + ctx->key_counter++);
 }
 
 actc_status actc_scope_push(actc_ctx *ctx, const char *name)

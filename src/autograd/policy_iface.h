@@ -9,6 +9,7 @@
 #define ACTC_POLICY_IFACE_H
 #include "actc.h"
 #include "../codec/codec.h"
+#include "../core/core.h"
 
 /* What the store tells a policy about one save. */
 typedef struct {
@@ -43,6 +44,13 @@ struct actc_policy {
     /* Called after each backward pass (per-layer re-allocation etc.); may be NULL. */
     void (*after_backward)(actc_policy *p, actc_ctx *ctx);
     void (*destroy)(actc_policy *p);
+    /* What a checkpoint keeps of the policy's learnt state (both NULL for a
+     * stateless policy).  save_state appends it to w (w->failed on OOM);
+     * load_state reads what save_state wrote, checking all of it before
+     * changing anything: a malformed section is ACTC_ERR_FORMAT and leaves
+     * the policy as it was. */
+    actc_status (*save_state)(const actc_policy *p, actc__wbuf *w);
+    actc_status (*load_state)(actc_policy *p, actc__rbuf *r);
     void *state;
     int segments;            /* models should checkpoint their blocks        */
     int attention;           /* attention form models should use; -1: theirs */

@@ -82,22 +82,32 @@ actc_tensor *actc_segment(actc_ctx *ctx, actc_segment_fn fn, void *user, actc_te
     /* Our reference keeps x intact: in-place (_take) operators in fn see a
      * shared tensor and write elsewhere. */
     actc_tensor_retain(x);
+    /* The parameters fn uses: the node holds their gradients open until the
+     * segment is differentiated (gradient-complete events wait for it). */
+    actc_param_list used = {0};
+    ctx->collect = &used;
     ctx->no_record = 1;
     actc_tensor *y = fn(ctx, x, user);
     ctx->no_record = 0;
+    ctx->collect = NULL;
     actc_node *node = NULL;
-    if (y && y != x && actc_node_new2(ctx, "segment", segment_backward, y, 1, &x, &node) == ACTC_OK && node) {
-        node->user = sg;
-        node->user_free = free;
-        sg = NULL;
-        if (actc_save(ctx, node, x, ACTC_SAVE_ACT) != ACTC_OK) {
-            actc_tensor_release(y);
+    if (y && y != x) {
+        if (actc_node_new(ctx, "segment", segment_backward, y, 1, &x, &node) != ACTC_OK) {
+            actc_tensor_release(y); /* its error stands */
             y = NULL;
+        } else if (node) {
+            node->user = sg;
+            node->user_free = free;
+            sg = NULL;
+            actc__node_hold_params(node, used.t, used.n);
+            used.t = NULL;
+            if (actc_save(ctx, node, x, ACTC_SAVE_ACT) != ACTC_OK) {
+                actc_tensor_release(y);
+                y = NULL;
+            }
         }
-    } else if (y && y != x) {
-        actc_tensor_release(y); /* node_new2 failed (its error stands) */
-        y = NULL;
     }
+    free(used.t);
     free(sg);
     actc_tensor_release(x);
     return y;

@@ -137,7 +137,7 @@ actc_status actc_save(actc_ctx *ctx, actc_node *node, const actc_tensor *t, actc
     memcpy(args.shape, t->shape, sizeof args.shape);
     actc_save_desc d = {node->op, node->scope_, k, node->index_, stable_key(ctx, node, k), kind, t,
                         ctx->step, node};
-    args.key = actc_rng_key(ctx->seed ^ 0x53544F5245ULL, ctx->step, d.stable_key);
+    args.key = actc_rng_key(ctx->seed ^ 0x53544F5245ULL, actc__stream_step(ctx), d.stable_key);
     const actc_codec *codec = NULL;
     switch (kind) {
     case ACTC_SAVE_MASK: codec = &actc_codec_mask1; break;
@@ -288,9 +288,7 @@ void actc__store_observe_grad(actc_ctx *ctx, actc_node *node)
     }
     if (!n) return;
     const actc_tensor *g = node->output->grad;
-    double sq = 0;
-#pragma omp parallel for reduction(+ : sq) if (g->numel > 65536)
-    for (size_t i = 0; i < g->numel; i++) sq += (double)g->data[i] * g->data[i];
+    const double sq = actc__sum_sq_diff(g->data, NULL, g->numel);
     int samples = g->ndim > 0 && g->shape[0] > 0 ? g->shape[0] : 1;
     ctx->policy->observe_grad(ctx->policy, keys, n, sq / samples);
 }

@@ -4,17 +4,28 @@
 #include "autograd.h"
 #include "../core/core.h"
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-actc_status actc_node_new2(actc_ctx *ctx, const char *op, actc_backward_fn bw, actc_tensor *y,
-                           int n, actc_tensor *const *in, actc_node **out)
+actc_status actc_node_new(actc_ctx *ctx, const char *op, actc_backward_fn bw, actc_tensor *y, int n,
+                          actc_tensor *const *in, actc_node **out)
 {
+    if (!out) return actc_set_error(ACTC_ERR_INVALID, "actc_node_new: NULL out pointer");
     *out = NULL;
-    if (!actc_ctx_recording(ctx)) return ACTC_OK;
+    if (!ctx || !op || !y || (n > 0 && !in))
+        return actc_set_error(ACTC_ERR_INVALID, "actc_node_new: NULL %s",
+                              !ctx ? "context" : !op ? "operator name" : !y ? "output" : "input array");
     if (n < 0 || n > ACTC_NODE_MAX_INPUTS)
         return actc_set_error(ACTC_ERR_INVALID, "operator %s: %d inputs (at most %d)", op, n,
                               ACTC_NODE_MAX_INPUTS);
+    if (!actc_ctx_recording(ctx)) {
+        /* A segment's first forward records nothing, but its node must know
+         * which parameters the recompute will add to (gradient-complete
+         * events wait for them). */
+        if (ctx->training && ctx->collect) return actc__collect_params(ctx, n, in);
+        return ACTC_OK;
+    }
     int any = 0;
     for (int i = 0; i < n; i++)
         if (in[i] && in[i]->requires_grad) any = 1;
@@ -38,6 +49,8 @@ actc_status actc_node_new2(actc_ctx *ctx, const char *op, actc_backward_fn bw, a
     node->output = y;
     actc__tensor_tape_ref(y);
     y->requires_grad = 1;
+    for (int i = 0; i < n; i++)
+        if (in[i] && in[i]->is_param) in[i]->grad_uses_++;
     node->index_ = ctx->n_nodes;
     memcpy(node->scope_, ctx->scope, sizeof node->scope_); /* same size, NUL-terminated */
     ctx->nodes[ctx->n_nodes++] = node;
@@ -45,27 +58,31 @@ actc_status actc_node_new2(actc_ctx *ctx, const char *op, actc_backward_fn bw, a
     return ACTC_OK;
 }
 
-actc_node *actc_node_new(actc_ctx *ctx, const char *op, actc_backward_fn bw, actc_tensor *y, int n,
-                         actc_tensor *const *in)
-{
-    actc_node *node;
-    if (actc_node_new2(ctx, op, bw, y, n, in, &node) != ACTC_OK) return NULL;
-    return node;
-}
-
-float *actc_grad_of(actc_ctx *ctx, actc_tensor *t)
+actc_status actc_grad_buffer(actc_ctx *ctx, actc_tensor *t, float **out)
 {
     (void)ctx;
-    if (!t || !t->requires_grad) return NULL;
+    if (!out) return actc_set_error(ACTC_ERR_INVALID, "actc_grad_buffer: NULL out pointer");
+    *out = NULL;
+    if (!t || !t->requires_grad) return ACTC_OK;
     if (!t->grad) {
         t->grad = actc_tensor_zeros(t->is_param ? ACTC_MEM_GRAD : ACTC_MEM_ACT, t->ndim, t->shape);
-        if (!t->grad) return NULL;
+        if (!t->grad) {
+            /* The allocator's message names the category and the size; say
+             * whose gradient it was (copied: the message is rewritten). */
+            char why[512], what[64];
+            snprintf(why, sizeof why, "%s", actc_last_error());
+            if (t->name[0]) snprintf(what, sizeof what, "'%s'", t->name);
+            else actc_shape_str(t, what, sizeof what);
+            return actc_set_error(actc_last_status(), "gradient of %s: %s", what, why);
+        }
     }
-    return t->grad->data;
+    *out = t->grad->data;
+    return ACTC_OK;
 }
 
 actc_status actc_grad_adopt(actc_ctx *ctx, actc_tensor *t, actc_tensor *g)
 {
+    (void)ctx;
     if (!g) return ACTC_OK;
     if (!t || !t->requires_grad) {
         actc_tensor_release(g);
@@ -88,7 +105,7 @@ actc_status actc_grad_adopt(actc_ctx *ctx, actc_tensor *t, actc_tensor *g)
         t->grad = g;
         return ACTC_OK;
     }
-    float *dst = actc_grad_of(ctx, t);
+    float *dst = t->grad->data; /* t has a gradient already: add into it */
     const float *src = g->data;
     const size_t n = g->numel;
 #pragma omp parallel for simd schedule(static) if (n > 65536)
@@ -104,8 +121,54 @@ actc_tensor *actc_grad_take(actc_node *node)
     return g;
 }
 
+/* The node will add to its parameters' gradients no more: count the uses
+ * down and, when fire is set (backward ran it), raise the gradient-complete
+ * event of each parameter no other node still uses.  Once per node. */
+static actc_status release_uses(actc_ctx *ctx, actc_node *node, int fire)
+{
+    if (node->uses_released_) return ACTC_OK;
+    node->uses_released_ = 1;
+    actc_status s = ACTC_OK;
+    const int n = node->n_inputs + node->n_held_;
+    for (int i = 0; i < n; i++) {
+        actc_tensor *t = i < node->n_inputs ? node->inputs[i] : node->held_[i - node->n_inputs];
+        if (!t || !t->is_param || t->grad_uses_ <= 0) continue;
+        if (--t->grad_uses_ == 0 && fire && ctx->on_grad && s == ACTC_OK) s = ctx->on_grad(ctx, t, ctx->on_grad_user);
+    }
+    return s;
+}
+
+actc_status actc__collect_params(actc_ctx *ctx, int n, actc_tensor *const *in)
+{
+    actc_param_list *l = ctx->collect;
+    for (int i = 0; i < n; i++) {
+        actc_tensor *t = in[i];
+        if (!t || !t->is_param) continue;
+        int seen = 0;
+        for (int k = 0; k < l->n && !seen; k++) seen = l->t[k] == t;
+        if (seen) continue;
+        if (l->n == l->cap) {
+            int cap = l->cap ? 2 * l->cap : 16;
+            actc_tensor **nt = realloc(l->t, (size_t)cap * sizeof *nt);
+            if (!nt) return actc_set_error(ACTC_ERR_OOM, "out of memory recording a segment's parameters");
+            l->t = nt;
+            l->cap = cap;
+        }
+        l->t[l->n++] = t;
+    }
+    return ACTC_OK;
+}
+
+void actc__node_hold_params(actc_node *node, actc_tensor **params, int n)
+{
+    node->held_ = params;
+    node->n_held_ = n;
+    for (int i = 0; i < n; i++) params[i]->grad_uses_++;
+}
+
 static void node_free(actc_node *node)
 {
+    free(node->held_);
     for (int i = 0; i < node->n_inputs; i++)
         if (node->inputs[i]) actc__tensor_tape_unref(node->inputs[i]);
     actc__tensor_tape_unref(node->output);
@@ -120,6 +183,7 @@ void actc__tape_truncate(actc_ctx *ctx, int lo)
         actc_node *node = ctx->nodes[i];
         if (!node->output->is_param) actc_tensor_drop_grad(node->output);
         actc__store_release_node(ctx, node); /* a recompute that did not run backward */
+        release_uses(ctx, node, 0);
         node_free(node);
     }
     ctx->n_nodes = lo;
@@ -153,15 +217,29 @@ actc_status actc__backward_nodes(actc_ctx *ctx, int lo)
          * and the output's gradient has been consumed. */
         actc__store_release_node(ctx, node);
         if (!out->is_param) actc_tensor_drop_grad(out);
+        actc_status s = release_uses(ctx, node, 1);
+        if (s != ACTC_OK) return s;
     }
     return ACTC_OK;
 }
 
-actc_status actc_backward(actc_ctx *ctx, actc_tensor *loss)
+actc_status actc_backward(actc_ctx *ctx, actc_tensor *loss) { return actc_backward_scaled(ctx, loss, 1.0f); }
+
+void actc_ctx_on_grad_complete(actc_ctx *ctx, actc_grad_ready_fn fn, void *user)
+{
+    ctx->on_grad = fn;
+    ctx->on_grad_user = user;
+}
+
+actc_status actc_backward_scaled(actc_ctx *ctx, actc_tensor *loss, float scale)
 {
     actc_status s = ACTC_OK;
     if (!loss || loss->numel != 1) {
         s = actc_set_error(ACTC_ERR_INVALID, "backward needs a scalar loss");
+        goto done;
+    }
+    if (!isfinite(scale)) {
+        s = actc_set_error(ACTC_ERR_INVALID, "backward: the loss scale %g is not finite", (double)scale);
         goto done;
     }
     if (!loss->requires_grad || ctx->n_nodes == 0) {
@@ -175,9 +253,9 @@ actc_status actc_backward(actc_ctx *ctx, actc_tensor *loss)
                            isnan(loss->data[0]) ? "NaN" : "infinite", (unsigned long long)ctx->step);
         goto done;
     }
-    float *g = actc_grad_of(ctx, loss);
-    if (!g) { s = actc_last_status(); goto done; }
-    g[0] += 1.0f;
+    float *g;
+    if ((s = actc_grad_buffer(ctx, loss, &g)) != ACTC_OK) goto done;
+    g[0] += scale;
     ctx->st.forward_bytes = ctx->st.backward_peak = ctx->st.stored_bytes;
     ctx->in_backward = 1;
     s = actc__backward_nodes(ctx, 0);

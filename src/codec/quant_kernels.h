@@ -27,7 +27,9 @@
  * x86-64-v2 (SSE4.2) still gives +50% on CPUs without AVX2.  GCC 12 is the
  * first to dispatch on ISA levels. */
 #define QK_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "arch=x86-64-v2", "default")))
-#elif defined(__x86_64__) && defined(__GNUC__) && !defined(ACTC_QUANT_NO_CLONES)
+#elif defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(ACTC_QUANT_NO_CLONES)
+/* (clang 14 multiversions only functions declared so everywhere: one
+ * version for it, e.g. the fuzz build.) */
 #define QK_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define QK_CLONES

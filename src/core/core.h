@@ -22,6 +22,19 @@ size_t actc__numel(int ndim, const int *shape);
  * OpenMP parallel region (contiguous and in order, so a thread walks its
  * items in memory order); [0, total) outside one. */
 void actc__thread_share(size_t total, size_t *lo, size_t *hi);
+
+/* Row-major C = alpha op(A) op(B) + beta C (ta/tb: transpose A/B), every
+ * dense product of the library: cblas_sgemm, or under
+ * actc_set_deterministic the same product in tiles summed in an order
+ * that does not depend on the thread count (gemm.c). */
+void actc__sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                 float beta, float *C, int ldc);
+/* sum (a[i] - b[i])^2 in double, a or b NULL meaning zeros; in an order
+ * that does not depend on the thread count. */
+double actc__sum_sq_diff(const float *a, const float *b, size_t n);
+/* Free every block the allocator keeps for reuse (actc_mem_trim; also for
+ * the process-wide teardown). */
+void actc__mem_release_cache(void);
 /* Minimum of two sizes. */
 static inline size_t actc__min_sz(size_t a, size_t b) { return a < b ? a : b; }
 
@@ -38,4 +51,50 @@ static inline float actc__bf16_to_f32(uint16_t h)
     union { uint32_t u; float f; } v = {(uint32_t)h << 16};
     return v.f;
 }
+
+/* ---- little-endian serialisation (bytes.c) ---- */
+/* A writer: bytes append to a growable buffer (zero-initialise it; free
+ * with actc__wbuf_free), or, with sink set, go to sink(sink_ctx, ...) and
+ * are not kept, or, with count_only, are only counted.  len counts the
+ * bytes written in every mode; failed is set (and later writes do nothing)
+ * when memory runs out or the sink reports an error. */
+typedef struct {
+    uint8_t *p;
+    size_t len, cap;
+    int failed;
+    int count_only;
+    int (*sink)(void *sink_ctx, const void *p, size_t n); /* 0 ok, else failed */
+    void *sink_ctx;
+} actc__wbuf;
+void actc__wbuf_free(actc__wbuf *w);
+void actc__w_bytes(actc__wbuf *w, const void *p, size_t n);
+void actc__w_u32(actc__wbuf *w, uint32_t v);
+void actc__w_u64(actc__wbuf *w, uint64_t v);
+void actc__w_f32(actc__wbuf *w, float f);
+void actc__w_f64(actc__wbuf *w, double d);
+/* u32 length, then the bytes (no NUL); NULL writes an empty string. */
+void actc__w_str(actc__wbuf *w, const char *s);
+void actc__w_floats(actc__wbuf *w, const float *p, size_t n);
+/* A cursor over [p + pos, p + end): reading past the end sets bad and
+ * returns zeros, so a parser checks once at the end. */
+typedef struct {
+    const uint8_t *p;
+    size_t pos, end;
+    int bad;
+} actc__rbuf;
+const uint8_t *actc__r_take(actc__rbuf *r, size_t n);
+uint32_t actc__r_u32(actc__rbuf *r);
+uint64_t actc__r_u64(actc__rbuf *r);
+float actc__r_f32(actc__rbuf *r);
+double actc__r_f64(actc__rbuf *r);
+/* A string of fewer than cap bytes into dst: 1, or 0 (bad set). */
+int actc__r_str(actc__rbuf *r, char *dst, size_t cap);
+void actc__put_u32(uint8_t *b, uint32_t v);
+void actc__put_u64(uint8_t *b, uint64_t v);
+uint32_t actc__get_u32(const uint8_t *b);
+uint64_t actc__get_u64(const uint8_t *b);
+/* n little-endian floats from src into dst. */
+void actc__get_floats(float *dst, const uint8_t *src, size_t n);
+/* a * b into *out: 1, or 0 when it overflows size_t. */
+int actc__mul_size(size_t a, size_t b, size_t *out);
 #endif

@@ -1,6 +1,7 @@
 /* Byte-size parsing and formatting, and the process peak RSS. */
 #include "actc.h"
 #include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,14 +9,64 @@
 #include <strings.h>
 #include <sys/resource.h>
 
+/* Length of the strict decimal number at the start of s: an optional '-',
+ * digits, optionally '.' and digits (digits on at least one side), and an
+ * optional exponent; 0 if s does not start with one.  Unlike strtod: no
+ * leading space, no '+', no hexadecimal, no inf or nan. */
+static size_t number_prefix(const char *s, int allow_fraction)
+{
+    size_t i = 0, digits = 0;
+    if (s[i] == '-') i++;
+    while (isdigit((unsigned char)s[i])) i++, digits++;
+    if (allow_fraction && s[i] == '.') {
+        i++;
+        while (isdigit((unsigned char)s[i])) i++, digits++;
+    }
+    if (!digits) return 0;
+    if (allow_fraction && (s[i] == 'e' || s[i] == 'E')) {
+        size_t j = i + 1;
+        if (s[j] == '-' || s[j] == '+') j++;
+        if (isdigit((unsigned char)s[j])) {
+            while (isdigit((unsigned char)s[j])) j++;
+            i = j;
+        }
+    }
+    return i;
+}
+
+actc_status actc_parse_int(const char *s, long long lo, long long hi, long long *out)
+{
+    if (!s || !out) return actc_set_error(ACTC_ERR_INVALID, "actc_parse_int: NULL argument");
+    const size_t n = number_prefix(s, 0);
+    errno = 0;
+    char *end;
+    long long v = n ? strtoll(s, &end, 10) : 0;
+    if (!n || s[n] || errno || v < lo || v > hi)
+        return actc_set_error(ACTC_ERR_INVALID, "'%s' is not a whole number from %lld to %lld", s, lo, hi);
+    *out = v;
+    return ACTC_OK;
+}
+
+actc_status actc_parse_number(const char *s, double *out)
+{
+    if (!s || !out) return actc_set_error(ACTC_ERR_INVALID, "actc_parse_number: NULL argument");
+    const size_t n = number_prefix(s, 1);
+    errno = 0;
+    double v = n ? strtod(s, NULL) : 0;
+    if (!n || s[n] || errno == ERANGE || !isfinite(v))
+        return actc_set_error(ACTC_ERR_INVALID, "'%s' is not a finite decimal number", s);
+    *out = v;
+    return ACTC_OK;
+}
+
 actc_status actc_parse_bytes(const char *s, size_t *out)
 {
     if (!s || !*s) return actc_set_error(ACTC_ERR_INVALID, "empty byte size");
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || !(v >= 0) || !isfinite(v))
+    const size_t nlen = number_prefix(s, 1);
+    double v = nlen ? strtod(s, NULL) : -1;
+    const char *end = s + nlen;
+    if (!nlen || !(v >= 0) || !isfinite(v))
         return actc_set_error(ACTC_ERR_INVALID, "bad byte size '%s' (expected e.g. 512MiB, 2GiB)", s);
-    while (*end == ' ') end++;
     double mul = 1;
     static const struct { const char *suf; double mul; } sufs[] = {
         {"", 1}, {"b", 1}, {"k", 1024.0}, {"kib", 1024.0}, {"kb", 1e3},

@@ -1,5 +1,11 @@
 /* IDX reader (the MNIST / Fashion-MNIST file format) for image and label files,
- * gzip-compressed or plain: zlib's gzopen/gzread read both transparently.
+ * gzip-compressed or plain (a file starting with the gzip magic 1f 8b is
+ * inflated with zlib as it is read).
+ *
+ * A gzip file must be one complete member: its CRC-32 and length trailer are
+ * checked (inflate reports Z_STREAM_END only after verifying them), and no
+ * byte may follow the member.  zlib's gzread would accept a member cut before
+ * its trailer (the CRC then never checked) and ignore trailing garbage.
  *
  * Format: a 4-byte magic {0, 0, type, ndims} with type 0x08 (unsigned byte),
  * then ndims big-endian u32 dimensions, then the bytes row-major.  Images are
@@ -34,40 +40,111 @@
  * caught before we try to allocate gigabytes. */
 #define IDX_MAX_PIXELS_PER_IMAGE (1u << 24)
 
+#define IN_CHUNK (1u << 17) /* compressed bytes read at a time */
+
 typedef struct {
-    gzFile f;
+    FILE *fp;
     const char *path;
+    int gz;                 /* inflating a gzip member                    */
+    int gz_done;            /* its end (and trailer) was reached          */
+    z_stream z;
+    unsigned char *in;      /* IN_CHUNK bytes of compressed input         */
 } idx_file;
 
+/* A zlib failure as the caller should see it. */
+static actc_status gz_error(idx_file *f, int zr, const char *what)
+{
+    return actc_set_error(ACTC_ERR_FORMAT, "%s is not a valid gzip stream (%s) while reading %s", f->path,
+                          f->z.msg ? f->z.msg : zr == Z_MEM_ERROR ? "out of memory" : "corrupt data", what);
+}
+
+/* Read up to len bytes: *got receives how many (0 at the end of the data).
+ * A gzip member's end is where its data ends; a damaged one is an error. */
+static actc_status read_some(idx_file *f, unsigned char *p, size_t len, size_t *got, const char *what)
+{
+    *got = 0;
+    if (!f->gz) {
+        *got = fread(p, 1, len, f->fp);
+        if (*got < len && ferror(f->fp)) return actc_set_error(ACTC_ERR_IO, "cannot read %s: %s", f->path, strerror(errno));
+        return ACTC_OK;
+    }
+    if (f->gz_done) return ACTC_OK;
+    f->z.next_out = p;
+    f->z.avail_out = (uInt)(len > (1u << 30) ? (1u << 30) : len);
+    const uInt want = f->z.avail_out;
+    while (f->z.avail_out > 0) {
+        if (f->z.avail_in == 0) {
+            size_t n = fread(f->in, 1, IN_CHUNK, f->fp);
+            if (n == 0) {
+                if (ferror(f->fp)) return actc_set_error(ACTC_ERR_IO, "cannot read %s: %s", f->path, strerror(errno));
+                return actc_set_error(ACTC_ERR_FORMAT, "%s is truncated: its gzip stream ends before its end marker "
+                                                       "and checksum (while reading %s)",
+                                      f->path, what);
+            }
+            f->z.next_in = f->in;
+            f->z.avail_in = (uInt)n;
+        }
+        int zr = inflate(&f->z, Z_NO_FLUSH);
+        if (zr == Z_STREAM_END) {
+            f->gz_done = 1; /* the trailer's CRC-32 and length matched */
+            break;
+        }
+        if (zr != Z_OK && zr != Z_BUF_ERROR) return gz_error(f, zr, what);
+    }
+    *got = want - f->z.avail_out;
+    return ACTC_OK;
+}
+
 /* Read exactly len bytes.  Returns ACTC_OK, or an error naming the file:
- * ACTC_ERR_FORMAT "truncated" when the stream ends early, ACTC_ERR_IO or
- * ACTC_ERR_FORMAT (corrupt gzip stream) when zlib reports a failure. */
+ * ACTC_ERR_FORMAT "truncated" when the data ends early, ACTC_ERR_IO or
+ * ACTC_ERR_FORMAT (corrupt gzip stream) when reading fails. */
 static actc_status read_exact(idx_file *f, void *buf, size_t len, const char *what)
 {
     unsigned char *p = buf;
     size_t done = 0;
     while (done < len) {
-        /* gzread takes an unsigned count: read in chunks well below UINT_MAX. */
-        size_t want = len - done;
-        if (want > (1u << 30)) want = 1u << 30;
-        int got = gzread(f->f, p + done, (unsigned)want);
-        if (got < 0) {
-            int zerr = 0;
-            const char *msg = gzerror(f->f, &zerr);
-            if (zerr == Z_ERRNO)
-                return actc_set_error(ACTC_ERR_IO, "cannot read %s: %s", f->path, strerror(errno));
-            return actc_set_error(ACTC_ERR_FORMAT, "%s is not a valid gzip stream (%s) while reading %s",
-                                  f->path, msg, what);
-        }
-        if (got == 0) {
-            /* zlib reports a gzip stream cut short as Z_BUF_ERROR: also a
-             * truncation from the caller's point of view. */
-            return actc_set_error(ACTC_ERR_FORMAT,
-                                  "%s is truncated: %zu of the %zu bytes of %s are missing", f->path,
+        size_t got;
+        actc_status s = read_some(f, p + done, len - done, &got, what);
+        if (s != ACTC_OK) return s;
+        if (got == 0)
+            return actc_set_error(ACTC_ERR_FORMAT, "%s is truncated: %zu of the %zu bytes of %s are missing", f->path,
                                   len - done, len, what);
-        }
-        done += (size_t)got;
+        done += got;
     }
+    return ACTC_OK;
+}
+
+/* Read exactly len bytes into a new malloc'd buffer (*out) that grows with
+ * what actually arrives: a header that declares more than the file holds
+ * costs at most twice what is there, never the declared size. */
+static actc_status read_alloc(idx_file *f, size_t len, const char *what, uint8_t **out)
+{
+    size_t cap = len < (1u << 20) ? len : (1u << 20), done = 0;
+    uint8_t *b = malloc(cap ? cap : 1);
+    *out = NULL;
+    if (!b) return actc_set_error(ACTC_ERR_OOM, "out of memory reading %s from %s", what, f->path);
+    while (done < len) {
+        if (done == cap) {
+            cap = len - cap < cap ? len : 2 * cap;
+            uint8_t *nb = realloc(b, cap);
+            if (!nb) {
+                free(b);
+                return actc_set_error(ACTC_ERR_OOM, "out of memory for the %zu bytes of %s in %s", len, what, f->path);
+            }
+            b = nb;
+        }
+        size_t got;
+        actc_status s = read_some(f, b + done, cap - done, &got, what);
+        if (s == ACTC_OK && got == 0)
+            s = actc_set_error(ACTC_ERR_FORMAT, "%s is truncated: %zu of the %zu bytes of %s are missing", f->path,
+                               len - done, len, what);
+        if (s != ACTC_OK) {
+            free(b);
+            return s;
+        }
+        done += got;
+    }
+    *out = b;
     return ACTC_OK;
 }
 
@@ -81,8 +158,8 @@ static uint32_t be32(const unsigned char *b)
 static actc_status idx_open(idx_file *f, const char *path, int want_ndim, const char *kind,
                             uint32_t dims[3])
 {
+    memset(f, 0, sizeof *f);
     f->path = path;
-    f->f = NULL;
     /* gzopen on a directory succeeds and only fails at the first read with a
      * confusing message: say what is wrong up front. */
     struct stat st;
@@ -91,12 +168,17 @@ static actc_status idx_open(idx_file *f, const char *path, int want_ndim, const 
     if (S_ISDIR(st.st_mode))
         return actc_set_error(ACTC_ERR_IO, "cannot open %s file %s: it is a directory", kind, path);
     errno = 0;
-    f->f = gzopen(path, "rb");
-    if (!f->f)
-        return actc_set_error(ACTC_ERR_IO, "cannot open %s file %s: %s", kind, path,
-                              errno ? strerror(errno) : "out of memory");
-    gzbuffer(f->f, 1u << 17); /* fewer syscalls for the 47 MB train images */
-
+    f->fp = fopen(path, "rb");
+    if (!f->fp) return actc_set_error(ACTC_ERR_IO, "cannot open %s file %s: %s", kind, path, strerror(errno));
+    const int c0 = getc(f->fp), c1 = getc(f->fp);
+    rewind(f->fp);
+    if (c0 == 0x1f && c1 == 0x8b) {
+        f->in = malloc(IN_CHUNK);
+        /* 16 + MAX_WBITS: a gzip wrapper, whose trailer inflate verifies. */
+        if (!f->in || inflateInit2(&f->z, 16 + MAX_WBITS) != Z_OK)
+            return actc_set_error(ACTC_ERR_OOM, "out of memory to inflate %s", path);
+        f->gz = 1;
+    }
     unsigned char hdr[4];
     actc_status s = read_exact(f, hdr, 4, "the IDX magic");
     if (s != ACTC_OK) return s;
@@ -116,33 +198,42 @@ static actc_status idx_open(idx_file *f, const char *path, int want_ndim, const 
     return ACTC_OK;
 }
 
-/* After the promised data the stream must end (see the file comment). */
+/* After the promised data the file must end (see the file comment): a
+ * gzip member's data, its trailer (checked), and nothing after it. */
 static actc_status expect_eof(idx_file *f, size_t declared)
 {
     unsigned char extra[256];
-    int got = gzread(f->f, extra, sizeof extra);
-    if (got < 0) return read_exact(f, extra, 1, "the end of the file"); /* reports the error */
-    if (got > 0) {
-        size_t more = (size_t)got;
-        while ((got = gzread(f->f, extra, sizeof extra)) > 0) more += (size_t)got;
-        return actc_set_error(ACTC_ERR_FORMAT,
-                              "%s has %zu%s bytes of trailing data after the %zu bytes its header "
-                              "declares",
-                              f->path, more, got < 0 ? "+" : "", declared);
+    size_t more = 0, got;
+    do {
+        actc_status s = read_some(f, extra, sizeof extra, &got, "the end of the file");
+        if (s != ACTC_OK) return s;
+        more += got;
+    } while (got > 0 && more < (1u << 20));
+    if (more)
+        return actc_set_error(ACTC_ERR_FORMAT, "%s has %zu%s bytes of trailing data after the %zu bytes its header declares",
+                              f->path, more, got > 0 ? "+" : "", declared);
+    if (f->gz) {
+        size_t rest = f->z.avail_in;
+        while (rest == 0 && (got = fread(extra, 1, sizeof extra, f->fp)) > 0) rest += got;
+        if (rest)
+            return actc_set_error(ACTC_ERR_FORMAT, "%s has bytes after its gzip member (trailing data or a second "
+                                                   "member)", f->path);
     }
     return ACTC_OK;
 }
 
 static void idx_close(idx_file *f)
 {
-    if (f->f) gzclose(f->f);
-    f->f = NULL;
+    if (f->gz) inflateEnd(&f->z);
+    free(f->in);
+    if (f->fp) fclose(f->fp);
+    memset(f, 0, sizeof *f);
 }
 
 static actc_status load_images(const char *path, actc_image_dataset *out)
 {
     idx_file f;
-    uint32_t d[3];
+    uint32_t d[3] = {0, 0, 0};
     actc_status s = idx_open(&f, path, 3, "image", d);
     if (s != ACTC_OK) goto done;
     if (d[0] == 0) {
@@ -156,16 +247,10 @@ static actc_status load_images(const char *path, actc_image_dataset *out)
         goto done;
     }
     size_t bytes = (size_t)d[0] * d[1] * d[2];
-    out->pixels = malloc(bytes);
-    if (!out->pixels) {
-        s = actc_set_error(ACTC_ERR_OOM, "out of memory for the %zu bytes of images in %s", bytes,
-                           path);
-        goto done;
-    }
     char what[96];
     snprintf(what, sizeof what, "%u images of %u x %u", (unsigned)d[0], (unsigned)d[1],
              (unsigned)d[2]);
-    s = read_exact(&f, out->pixels, bytes, what);
+    s = read_alloc(&f, bytes, what, &out->pixels);
     if (s == ACTC_OK) s = expect_eof(&f, bytes);
     if (s == ACTC_OK) {
         out->n = (int)d[0];
@@ -181,7 +266,7 @@ done:
 static actc_status load_labels(const char *path, actc_image_dataset *out, uint32_t *n_out)
 {
     idx_file f;
-    uint32_t d[3];
+    uint32_t d[3] = {0, 0, 0};
     uint8_t *raw = NULL;
     actc_status s = idx_open(&f, path, 1, "label", d);
     if (s != ACTC_OK) goto done;
@@ -194,16 +279,11 @@ static actc_status load_labels(const char *path, actc_image_dataset *out, uint32
                            (unsigned)d[0]);
         goto done;
     }
-    raw = malloc(d[0]);
-    out->labels = malloc((size_t)d[0] * sizeof(int32_t));
-    if (!raw || !out->labels) {
-        s = actc_set_error(ACTC_ERR_OOM, "out of memory for the %u labels in %s", (unsigned)d[0],
-                           path);
-        goto done;
-    }
     char what[64];
     snprintf(what, sizeof what, "%u labels", (unsigned)d[0]);
-    s = read_exact(&f, raw, d[0], what);
+    s = read_alloc(&f, d[0], what, &raw);
+    if (s == ACTC_OK && !(out->labels = malloc((size_t)d[0] * sizeof(int32_t))))
+        s = actc_set_error(ACTC_ERR_OOM, "out of memory for the %u labels in %s", (unsigned)d[0], path);
     if (s == ACTC_OK) s = expect_eof(&f, d[0]);
     if (s != ACTC_OK) goto done;
     int maxl = 0;

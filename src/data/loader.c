@@ -69,7 +69,8 @@ actc_loader *actc_loader_new(const actc_image_dataset *d, int batch, int drop_la
                        opts.crop_pad, d->h < d->w ? d->h : d->w, d->h, d->w);
         return NULL;
     }
-    int nb = drop_last ? d->n / batch : (d->n + batch - 1) / batch;
+    /* In 64 bits: n + batch - 1 overflows an int for a batch near INT_MAX. */
+    const int nb = (int)(drop_last ? (int64_t)d->n / batch : ((int64_t)d->n + batch - 1) / batch);
     if (nb == 0) {
         /* drop_last with batch > n: every epoch would be empty, which is
          * never what the caller meant. */
@@ -90,7 +91,8 @@ actc_loader *actc_loader_new(const actc_image_dataset *d, int batch, int drop_la
     l->o = opts;
     l->nbatches = nb;
     l->perm_epoch = -1;
-    l->labels = malloc((size_t)batch * sizeof *l->labels);
+    /* A batch never holds more than the data set. */
+    l->labels = malloc((size_t)(batch < d->n ? batch : d->n) * sizeof *l->labels);
     if (opts.shuffle) l->perm = malloc((size_t)d->n * sizeof *l->perm);
     if (!l->labels || (opts.shuffle && !l->perm)) {
         actc_loader_free(l);

@@ -38,6 +38,7 @@
  * at most m / 2^64 (nothing that matters even for multi-gigabyte corpora; a
  * 32-bit word would bias a 4 MB corpus by up to 0.1%). */
 #include "actc.h"
+#include <math.h>
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -318,4 +319,17 @@ actc_status actc_text_batch(const actc_text_corpus *c, int split, int B, int T, 
         for (size_t t = 0; t < W; t++) dst[t] = src[t];
     }
     return ACTC_OK;
+}
+
+double actc_text_unigram_bpb(const actc_text_corpus *c)
+{
+    /* Byte frequencies of the train part (add-one smoothed, so a byte only
+     * the validation part has costs a finite amount), scored on validation. */
+    if (!c || !c->data || c->train_end >= c->n) return 0;
+    double cnt[256], h = 0;
+    for (int i = 0; i < 256; i++) cnt[i] = 1;
+    for (size_t i = 0; i < c->train_end; i++) cnt[c->data[i]] += 1;
+    const double total = (double)c->train_end + 256;
+    for (size_t i = c->train_end; i < c->n; i++) h -= log2(cnt[c->data[i]] / total);
+    return h / (double)(c->n - c->train_end);
 }

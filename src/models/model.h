@@ -19,6 +19,14 @@ struct actc_model {
     void *impl;
     void (*impl_free)(void *impl);
     uint64_t init_counter;  /* distinct init stream per parameter           */
+    /* A user-defined model (actc_model_custom): its forward and data.       */
+    int custom;
+    actc_forward_fn user_forward;
+    void *user;
+    /* Bytes the state tensors may take in all (0: no limit): a model built
+     * from a checkpoint's record is refused before it outgrows the file.    */
+    size_t state_limit, state_bytes;
+    char limit_what[256];
 };
 
 /* Add a parameter initialised from N(0, std^2) (std > 0), U(-bound, bound)
@@ -29,6 +37,11 @@ actc_tensor *model_param(actc_model *m, const char *name, int ndim, const int *s
 actc_tensor *model_buffer(actc_model *m, const char *name, int ndim, const int *shape, float fill);
 /* Split state into params (first n_state - n_buffers entries): call after building. */
 actc_status model_finish(actc_model *m);
+
+/* actc_model_create with a limit on the bytes of the model's state: past
+ * it, ACTC_ERR_FORMAT naming `what` (the file the record came from). */
+actc_status actc__model_create_limited(const char *name, const actc_model_opts *o, size_t limit, const char *what,
+                                       actc_model **out);
 
 actc_status actc__mlp_build(actc_model *m);
 actc_status actc__resnet_build(actc_model *m, const char *variant);

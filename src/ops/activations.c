@@ -33,8 +33,9 @@ enum { ACT_GELU = 0, ACT_SILU = 1 };
 static actc_status act_backward(actc_ctx *ctx, actc_node *node)
 {
     actc_tensor *x = node->inputs[0];
-    float *gx = actc_grad_of(ctx, x);
-    if (!gx) return x->requires_grad ? ACTC_ERR_OOM : ACTC_OK; /* message set by actc_grad_of */
+    float *gx;
+    actc_status st = actc_grad_buffer(ctx, x, &gx);
+    if (st != ACTC_OK || !gx) return st;
     actc_tensor *ds = actc_load(ctx, node, 0);
     if (!ds) return actc_last_status();
     const float *d = ds->data, *gy = node->output->grad->data;

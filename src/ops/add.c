@@ -11,7 +11,7 @@ static actc_status add_backward(actc_ctx *ctx, actc_node *node)
     const float *gy = node->output->grad->data;
     const size_t n = node->output->numel;
     float *g;
-    actc_status st = actc__grad_buf(ctx, b, &g);
+    actc_status st = actc_grad_buffer(ctx, b, &g);
     if (st != ACTC_OK) return st;
     if (g) {
 #pragma omp parallel for simd schedule(static) if (n > 65536)

@@ -23,7 +23,6 @@
  * Heads go to threads, each sgemm then single-threaded (OpenBLAS inside an
  * OpenMP region); a single head leaves the threading to OpenBLAS. */
 #include "attn_internal.h"
-#include <cblas.h>
 #include <limits.h>
 #include <math.h>
 #include <omp.h>
@@ -93,9 +92,9 @@ actc_status actc__attn_load(actc_ctx *ctx, actc_node *node, int n, actc_tensor *
     memset(b, 0, sizeof *b);
     for (int i = 0; i < n; i++) t[i] = NULL;
     actc_status st = ACTC_OK;
-    if ((st = actc__grad_buf(ctx, node->inputs[0], &b->gq)) != ACTC_OK ||
-        (st = actc__grad_buf(ctx, node->inputs[1], &b->gk)) != ACTC_OK ||
-        (st = actc__grad_buf(ctx, node->inputs[2], &b->gv)) != ACTC_OK)
+    if ((st = actc_grad_buffer(ctx, node->inputs[0], &b->gq)) != ACTC_OK ||
+        (st = actc_grad_buffer(ctx, node->inputs[1], &b->gk)) != ACTC_OK ||
+        (st = actc_grad_buffer(ctx, node->inputs[2], &b->gv)) != ACTC_OK)
         return st;
     for (int i = 0; i < n; i++)
         if (!(t[i] = actc_load(ctx, node, i))) {
@@ -118,10 +117,10 @@ static void naive_head_forward(const actc__attn_dims *d, const actc__attn_bufs *
 {
     const size_t off = actc__attn_head(d, b, h);
     const int T = d->T, D = d->D;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, d->Dh, d->scale, x->q + off, D, x->k + off, D,
+    actc__sgemm(0, 1, T, T, d->Dh, d->scale, x->q + off, D, x->k + off, D,
                 0.0f, P, T);
     for (int i = 0; i < T; i++) actc__softmax_row(P + (size_t)i * T, P + (size_t)i * T, i + 1, T, 1.0f);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, d->Dh, T, 1.0f, P, T, x->v + off, D, 0.0f, o + off,
+    actc__sgemm(0, 0, T, d->Dh, T, 1.0f, P, T, x->v + off, D, 0.0f, o + off,
                 D);
 }
 
@@ -131,10 +130,10 @@ static void naive_head_backward(const actc__attn_dims *d, const actc__attn_bufs 
 {
     const size_t off = actc__attn_head(d, b, h);
     const int T = d->T, D = d->D, Dh = d->Dh;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, Dh, 1.0f, x->dout + off, D, x->v + off, D, 0.0f,
+    actc__sgemm(0, 1, T, T, Dh, 1.0f, x->dout + off, D, x->v + off, D, 0.0f,
                 dP, T);
     if (x->gv)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, Dh, T, 1.0f, P, T, x->dout + off, D, 1.0f,
+        actc__sgemm(1, 0, T, Dh, T, 1.0f, P, T, x->dout + off, D, 1.0f,
                     x->gv + off, D);
     if (!x->gq && !x->gk) return;
     /* dS in place of dP; the scale of S goes into the products below. */
@@ -148,10 +147,10 @@ static void naive_head_backward(const actc__attn_dims *d, const actc__attn_bufs 
         if (i + 1 < T) memset(di + i + 1, 0, (size_t)(T - i - 1) * sizeof *di);
     }
     if (x->gq)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, Dh, T, d->scale, dP, T, x->k + off, D, 1.0f,
+        actc__sgemm(0, 0, T, Dh, T, d->scale, dP, T, x->k + off, D, 1.0f,
                     x->gq + off, D);
     if (x->gk)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, Dh, T, d->scale, dP, T, x->q + off, D, 1.0f,
+        actc__sgemm(1, 0, T, Dh, T, d->scale, dP, T, x->q + off, D, 1.0f,
                     x->gk + off, D);
 }
 
@@ -189,7 +188,7 @@ actc_tensor *actc_attention_naive(actc_ctx *ctx, actc_tensor *q, actc_tensor *k,
     const size_t TT = (size_t)d.T * d.T;
     const int BH = d.B * d.H, nt = omp_get_max_threads();
     /* P of every head only when it will be saved (the same condition under
-     * which actc_node_new2 records a node). */
+     * which actc_node_new records a node). */
     const int keep = actc_ctx_recording(ctx) && (q->requires_grad || k->requires_grad || v->requires_grad);
     int pshape[4] = {d.B, d.H, d.T, d.T};
     actc_tensor *pall = keep ? actc_tensor_new(ACTC_MEM_SCRATCH, 4, pshape) : NULL;

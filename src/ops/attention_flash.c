@@ -24,7 +24,6 @@
  * threads write the same gradient.  Scratch (SCRATCH category) is a few
  * BQ x BK blocks per thread, whatever B and T. */
 #include "attn_internal.h"
-#include <cblas.h>
 #include <math.h>
 #include <omp.h>
 #include <string.h>
@@ -106,11 +105,11 @@ static void flash_fwd_task(const actc__attn_dims *d, const actc__attn_bufs *x, f
     for (int k0 = 0; k0 <= q0 + nq - 1; k0 += bk) {
         const int nk = imin(bk, T - k0);
         const size_t koff = head + (size_t)k0 * D;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, Dh, d->scale, x->q + qoff, D, x->k + koff, D,
+        actc__sgemm(0, 1, nq, nk, Dh, d->scale, x->q + qoff, D, x->k + koff, D,
                     0.0f, S, bk);
         for (int r = 0; r < nq; r++)
             online_row(S + (size_t)r * bk, visible(q0 + r, k0, nk), nk, &m[r], &l[r], oi + (size_t)r * D, Dh);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, Dh, nk, 1.0f, S, bk, x->v + koff, D, 1.0f, oi,
+        actc__sgemm(0, 0, nq, Dh, nk, 1.0f, S, bk, x->v + koff, D, 1.0f, oi,
                     D);
     }
     float *lrow = lse + ((size_t)b * d->H + h) * T + q0;
@@ -139,7 +138,7 @@ static void lse_task(const actc__attn_dims *d, const actc__attn_bufs *x, float *
         }
         for (int k0 = 0; k0 <= q0 + nq - 1; k0 += bk) {
             const int nk = imin(bk, T - k0);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, Dh, d->scale, x->q + head + (size_t)q0 * D,
+            actc__sgemm(0, 1, nq, nk, Dh, d->scale, x->q + head + (size_t)q0 * D,
                         D, x->k + head + (size_t)k0 * D, D, 0.0f, S, bk);
             for (int r = 0; r < nq; r++)
                 online_row(S + (size_t)r * bk, visible(q0 + r, k0, nk), nk, &m[r], &l[r], NULL, Dh);
@@ -168,21 +167,21 @@ static void flash_bwd_task(const actc__attn_dims *d, const actc__attn_bufs *x, i
         for (int k0 = 0; k0 <= q0 + nq - 1; k0 += bk) {
             const int nk = imin(bk, T - k0);
             const size_t koff = head + (size_t)k0 * D;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, Dh, d->scale, x->q + qoff, D,
+            actc__sgemm(0, 1, nq, nk, Dh, d->scale, x->q + qoff, D,
                         x->k + koff, D, 0.0f, S, bk);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, Dh, 1.0f, x->dout + qoff, D, x->v + koff,
+            actc__sgemm(0, 1, nq, nk, Dh, 1.0f, x->dout + qoff, D, x->v + koff,
                         D, 0.0f, dP, bk);
             for (int r = 0; r < nq; r++)
                 backward_row(S + (size_t)r * bk, dP + (size_t)r * bk, visible(q0 + r, k0, nk), nk, lrow[q0 + r],
                              Dr[r]);
             if (x->gv)
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, Dh, nq, 1.0f, S, bk, x->dout + qoff, D,
+                actc__sgemm(1, 0, nk, Dh, nq, 1.0f, S, bk, x->dout + qoff, D,
                             1.0f, x->gv + koff, D);
             if (x->gq)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, Dh, nk, d->scale, dP, bk, x->k + koff,
+                actc__sgemm(0, 0, nq, Dh, nk, d->scale, dP, bk, x->k + koff,
                             D, 1.0f, x->gq + qoff, D);
             if (x->gk)
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, Dh, nq, d->scale, dP, bk, x->q + qoff, D,
+                actc__sgemm(1, 0, nk, Dh, nq, d->scale, dP, bk, x->q + qoff, D,
                             1.0f, x->gk + koff, D);
         }
     }

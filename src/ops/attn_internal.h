@@ -9,7 +9,7 @@
  * x86-64, the loader picking one per CPU, as the quantizer kernels do: the
  * build has no -march.  No FMA either way, but the row sums run on 8 lanes
  * instead of 4, so the two may differ in the last bits. */
-#if defined(__x86_64__) && defined(__GNUC__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) /* clang: see quant_kernels.h */
 #define ACTC_ATTN_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define ACTC_ATTN_CLONES

@@ -41,7 +41,7 @@ static actc_status bn_backward(actc_ctx *ctx, actc_node *node)
         st = actc_last_status();
         goto done;
     }
-    if ((st = actc__grad_buf(ctx, gamma, &gg)) != ACTC_OK || (st = actc__grad_buf(ctx, beta, &gb)) != ACTC_OK)
+    if ((st = actc_grad_buffer(ctx, gamma, &gg)) != ACTC_OK || (st = actc_grad_buffer(ctx, beta, &gb)) != ACTC_OK)
         goto done;
     const int N = x->shape[0], C = x->shape[1], HW = x->shape[2] * x->shape[3], chunk = actc__chunk_rows(x);
     const double M = (double)N * HW;

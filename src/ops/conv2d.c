@@ -4,7 +4,7 @@
  * convolutions (conv2d_dnnl.c) run every pass instead, because they were
  * measured ~1.7x (ResNet-18) and ~2.3x (ResNet-20) faster per training step
  * than this file's im2col + OpenBLAS; actc__conv_backend_for makes the
- * choice per call, ACTC_CONV=im2col|dnnl forces one.  Geometries oneDNN has
+ * choice per call, actc_set_conv_backend forces one.  Geometries oneDNN has
  * no kernel for fall back to the im2col code below, which also remains the
  * reference the tests compare oneDNN with.
  *
@@ -49,9 +49,7 @@
  * reductions, so it was not kept.  bench/bench_conv.c measures the whole
  * operator against plain sgemm. */
 #include "conv2d_internal.h"
-#include <cblas.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <omp.h>
@@ -458,36 +456,58 @@ oom:
 
 /* ---- backend choice ------------------------------------------------------ */
 
-/* ACTC_CONV=im2col|dnnl forces a backend for the whole process; it is read
- * once (a per-call getenv would be a libc lock per convolution).  Any other
- * value is ignored: the library cannot print a warning. */
-static pthread_once_t conv_env_once = PTHREAD_ONCE_INIT;
-static actc_conv_backend conv_env = ACTC_CONV_AUTO;
-/* Set by actc__conv_force_backend (tests, benches); wins over the variable. */
+/* The backend every conv2d call of the process uses: ACTC_CONV_AUTO (the
+ * per-call choice below) unless actc_set_conv_backend (or, in tests and
+ * benches, actc__conv_force_backend) forced one.  The library reads no
+ * environment: a program that wants a variable to choose (the actc command's
+ * ACTC_CONV) reads it and calls actc_set_conv_backend.  volatile: a plain
+ * int read per call, written between training steps. */
 static volatile int conv_forced = ACTC_CONV_AUTO;
-
-static void conv_read_env(void)
-{
-    const char *v = getenv("ACTC_CONV");
-    if (!v) return;
-    if (strcmp(v, "im2col") == 0) conv_env = ACTC_CONV_IM2COL;
-    else if (strcmp(v, "dnnl") == 0) conv_env = ACTC_CONV_DNNL;
-}
 
 void actc__conv_force_backend(actc_conv_backend b) { conv_forced = b; }
 
-/* The forced backend, or ACTC_CONV_AUTO. */
-static actc_conv_backend conv_forced_backend(void)
+actc_status actc_set_conv_backend(const char *name)
 {
-    pthread_once(&conv_env_once, conv_read_env);
-    return conv_forced != ACTC_CONV_AUTO ? (actc_conv_backend)conv_forced : conv_env;
+    if (!name) return actc_set_error(ACTC_ERR_INVALID, "convolution backend: NULL name (auto, dnnl, im2col)");
+    if (strcmp(name, "auto") == 0) {
+        conv_forced = ACTC_CONV_AUTO;
+    } else if (strcmp(name, "im2col") == 0) {
+        conv_forced = ACTC_CONV_IM2COL;
+    } else if (strcmp(name, "dnnl") == 0) {
+        if (actc_get_deterministic())
+            return actc_set_error(ACTC_ERR_INVALID, "convolution backend 'dnnl': its weight gradients depend on the "
+                                                    "thread count, and deterministic mode is on (use auto or im2col)");
+        if (!actc__conv_dnnl_compiled())
+            return actc_set_error(ACTC_ERR_INVALID, "convolution backend 'dnnl': this build of actc has no oneDNN "
+                                                    "(use auto or im2col)");
+        conv_forced = ACTC_CONV_DNNL;
+    } else {
+        return actc_set_error(ACTC_ERR_INVALID, "unknown convolution backend '%s' (auto, dnnl, im2col)", name);
+    }
+    return ACTC_OK;
 }
+
+const char *actc_get_conv_backend(void)
+{
+    switch (conv_forced) {
+    case ACTC_CONV_IM2COL: return "im2col";
+    case ACTC_CONV_DNNL: return "dnnl";
+    default: return "auto";
+    }
+}
+
+void actc__conv_release(void) { actc__conv_dnnl_cleanup(); }
+
+/* The forced backend, or ACTC_CONV_AUTO. */
+static actc_conv_backend conv_forced_backend(void) { return (actc_conv_backend)conv_forced; }
 
 actc_conv_backend actc__conv_backend_for(const conv_geom *g)
 {
     actc_conv_backend f = conv_forced_backend();
     if (f != ACTC_CONV_AUTO) return f;
     (void)g;
+    /* oneDNN reduces the weight gradient across threads (actc_set_deterministic). */
+    if (actc_get_deterministic()) return ACTC_CONV_IM2COL;
     /* oneDNN whenever it is built in: it was faster on every ResNet-18 and
      * ResNet-20 shape measured (bench_conv), and its passes fall back to
      * im2col by themselves when it has no implementation for a geometry. */
@@ -508,9 +528,9 @@ static actc_status dnnl_outcome(actc_status st, int unsupported, const conv_geom
     if (conv_forced_backend() == ACTC_CONV_DNNL)
         return actc_set_error(ACTC_ERR_STATE,
                               actc__conv_dnnl_compiled()
-                                  ? "conv2d: oneDNN was forced (ACTC_CONV=dnnl) but cannot run input "
+                                  ? "conv2d: the oneDNN backend was forced (dnnl) but cannot run input "
                                     "[%d, %d, %d, %d] with a %dx%d kernel, stride %d, pad %d"
-                                  : "conv2d: oneDNN was forced (ACTC_CONV=dnnl) but this build has "
+                                  : "conv2d: the oneDNN backend was forced (dnnl) but this build has "
                                     "no oneDNN (input [%d, %d, %d, %d], %dx%d kernel, stride %d, "
                                     "pad %d)",
                               g->N, g->C, g->H, g->W, g->kh, g->kw, g->s, g->p);
@@ -527,11 +547,11 @@ static void forward_chunk(const conv_geom *g, const conv_ws *ws, const float *x,
     if (g->cl) {
         to_nhwc(g, x, n0, m, ws->xt);
         unfold_cl(g, ws->xt, m, ws->col);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->K, cols, CKK, 1.0f, ws->wr, CKK,
+        actc__sgemm(0, 1, g->K, cols, CKK, 1.0f, ws->wr, CKK,
                     ws->col, CKK, 0.0f, dst, cols);
     } else {
         im2col(g, x, n0, m, ws->col);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->K, cols, CKK, 1.0f, w, CKK,
+        actc__sgemm(0, 0, g->K, cols, CKK, 1.0f, w, CKK,
                     ws->col, cols, 0.0f, dst, cols);
     }
     if (m > 1) {
@@ -552,11 +572,11 @@ static void backward_chunk(const conv_geom *g, const conv_ws *ws, const float *x
             to_nhwc(g, x, n0, m, ws->xt);
             unfold_cl(g, ws->xt, m, ws->col);
             /* dwr starts from zero at the first chunk: no separate clear. */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->K, CKK, cols, 1.0f, dyc, cols,
+            actc__sgemm(0, 0, g->K, CKK, cols, 1.0f, dyc, cols,
                         ws->col, CKK, first ? 0.0f : 1.0f, ws->dwr, CKK);
         }
         if (dx) {
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, cols, CKK, g->K, 1.0f, dyc, cols,
+            actc__sgemm(1, 0, cols, CKK, g->K, 1.0f, dyc, cols,
                         ws->wr, CKK, 0.0f, ws->col, CKK);
             memset(ws->xt, 0, (size_t)m * g->plane * g->C * sizeof(float));
             fold_cl(g, ws->col, m, ws->xt);
@@ -565,12 +585,12 @@ static void backward_chunk(const conv_geom *g, const conv_ws *ws, const float *x
     } else {
         if (dw) {
             im2col(g, x, n0, m, ws->col);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->K, CKK, cols, 1.0f, dyc, cols,
+            actc__sgemm(0, 1, g->K, CKK, cols, 1.0f, dyc, cols,
                         ws->col, cols, 1.0f, dw, CKK);
         }
         if (dx) {
             /* col is free again: reuse it for dcol. */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, CKK, cols, g->K, 1.0f, w, CKK, dyc,
+            actc__sgemm(1, 0, CKK, cols, g->K, 1.0f, w, CKK, dyc,
                         cols, 0.0f, ws->col, cols);
             col2im(g, ws->col, n0, m, dx);
         }
@@ -612,7 +632,7 @@ static actc_status dnnl_backward(actc_ctx *ctx, actc_node *node, const conv_geom
     const int in_place = want_dx && !xin->grad && xs == ys;
     if (in_place) {
         if (!(tmp = actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)nb * xs * sizeof(float)))) return actc_last_status();
-    } else if (want_dx && (st = actc__grad_buf(ctx, xin, &dx)) != ACTC_OK) {
+    } else if (want_dx && (st = actc_grad_buffer(ctx, xin, &dx)) != ACTC_OK) {
         return st;
     }
     for (int n0 = 0; n0 < g->N && st == ACTC_OK; n0 += nb) {
@@ -657,8 +677,8 @@ static actc_status conv2d_backward(actc_ctx *ctx, actc_node *node)
     float *dx = NULL, *dw, *db;
     int want_dx = xin->requires_grad;
     actc_status st;
-    if ((st = actc__grad_buf(ctx, win, &dw)) != ACTC_OK) return st;
-    if ((st = actc__grad_buf(ctx, bin, &db)) != ACTC_OK) return st;
+    if ((st = actc_grad_buffer(ctx, win, &dw)) != ACTC_OK) return st;
+    if ((st = actc_grad_buffer(ctx, bin, &db)) != ACTC_OK) return st;
 
     if (db) {
         const int K = g.K, N = g.N;
@@ -704,7 +724,7 @@ static actc_status conv2d_backward(actc_ctx *ctx, actc_node *node)
         if (!xs) { st = actc_last_status(); goto done; }
         x = xs->data;
     }
-    if (want_dx && (st = actc__grad_buf(ctx, xin, &dx)) != ACTC_OK) goto done;
+    if (want_dx && (st = actc_grad_buffer(ctx, xin, &dx)) != ACTC_OK) goto done;
     const int nb = chunk_samples(&g);
     if ((st = ws_alloc(&ws, &g, nb, 1, dx != NULL, dw != NULL)) != ACTC_OK) goto done;
     if (g.cl && dx) reorder_w(&g, w, ws.wr);

@@ -28,7 +28,7 @@
  * Primitives are expensive to create (JIT code generation, ~ms), so they are
  * cached per (pass, chunk shape, kernel, stride, pad, bias, layout mode) in a
  * small process-wide cache with a mutex, bounded in size (oldest unused entry
- * evicted) and freed at exit (actc__conv_dnnl_cleanup). */
+ * evicted) and freed by actc_shutdown (actc__conv_dnnl_cleanup). */
 #include "conv2d_internal.h"
 
 #ifndef ACTC_HAVE_DNNL
@@ -128,7 +128,6 @@ static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static dnnl_engine_t g_engine;
 static dnnl_stream_t g_stream;
 static int g_engine_failed;
-static int g_atexit_done;
 static dentry *g_cache[DNNL_CACHE_MAX];
 static int g_ncache;
 static unsigned long g_clock;
@@ -185,8 +184,6 @@ void actc__conv_dnnl_cleanup(void)
     pthread_mutex_unlock(&g_lock);
 }
 
-static void cleanup_at_exit(void) { actc__conv_dnnl_cleanup(); }
-
 /* Under g_lock.  0 if there is no usable CPU engine (then im2col runs). */
 static int engine_ready(void)
 {
@@ -203,9 +200,11 @@ static int engine_ready(void)
         g_engine_failed = 1;
         return 0;
     }
-    /* Registered after libdnnl's own static objects, so it runs before their
-     * destructors: primitives and engine die while oneDNN is still alive. */
-    if (!g_atexit_done) g_atexit_done = atexit(cleanup_at_exit) == 0;
+    /* The library registers no exit handler (a library must not run code
+     * at its host's exit): actc_shutdown frees the engine, stream and
+     * primitives (actc__conv_dnnl_cleanup) while oneDNN is still alive; a
+     * program that never calls it leaves them, still reachable from these
+     * statics, to the end of the process. */
     return 1;
 }
 

@@ -13,10 +13,10 @@ typedef struct {
 /* Backends of conv2d. */
 typedef enum { ACTC_CONV_AUTO = -1, ACTC_CONV_IM2COL = 0, ACTC_CONV_DNNL = 1 } actc_conv_backend;
 
-/* Force a backend for every later conv2d call of the process (tests, benches);
- * ACTC_CONV_AUTO returns to the default (the ACTC_CONV environment variable,
- * else the per-call choice).  Forcing DNNL in a build without oneDNN makes
- * conv2d fail with ACTC_ERR_STATE. */
+/* Force a backend for every later conv2d call of the process (tests, benches):
+ * the setting actc_set_conv_backend makes, by enum; ACTC_CONV_AUTO returns to
+ * the per-call choice.  Unlike the public call it accepts DNNL in a build
+ * without oneDNN, which makes conv2d fail with ACTC_ERR_STATE. */
 void actc__conv_force_backend(actc_conv_backend b);
 /* The backend a call with this geometry would use now. */
 actc_conv_backend actc__conv_backend_for(const conv_geom *g);
@@ -57,9 +57,9 @@ actc_status actc__conv_dnnl_forward_plan(const conv_geom *g, int bias, int *nb, 
  * of both kinds are cached separately. */
 void actc__conv_dnnl_set_blocked(int blocked);
 
-/* Destroy the cached primitives, the stream and the engine (also registered
- * with atexit when the engine is created).  Not thread-safe against running
- * convolutions. */
+/* Destroy the cached primitives, the stream and the engine (for
+ * actc__conv_release); the next oneDNN pass creates them again.  Not
+ * thread-safe against running convolutions. */
 void actc__conv_dnnl_cleanup(void);
 
 #endif

@@ -25,10 +25,11 @@ static actc_status ce_backward(actc_ctx *ctx, actc_node *node)
     actc_tensor *x = node->inputs[0];
     actc_tensor *p = actc_load(ctx, node, 0);
     if (!p) return actc_last_status();
-    float *gx = actc_grad_of(ctx, x);
-    if (!gx) {
+    float *gx;
+    actc_status st = actc_grad_buffer(ctx, x, &gx);
+    if (st != ACTC_OK || !gx) {
         actc_tensor_release(p);
-        return x->requires_grad ? ACTC_ERR_OOM : ACTC_OK;
+        return st;
     }
     const int N = x->shape[0], K = x->shape[1], ignore = node->iattr[1];
     const int counted = node->iattr[0];
@@ -83,7 +84,7 @@ actc_tensor *actc_cross_entropy(actc_ctx *ctx, actc_tensor *logits, const int32_
         return NULL;
     }
     /* The probabilities only when they will be saved (the condition under
-     * which actc_node_new2 records a node); ignored rows stay 0. */
+     * which actc_node_new records a node); ignored rows stay 0. */
     const int keep = actc_ctx_recording(ctx) && logits->requires_grad;
     actc_tensor *probs = keep ? actc_tensor_new(ACTC_MEM_SCRATCH, 2, logits->shape) : NULL;
     if (keep && !probs) {

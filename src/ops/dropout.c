@@ -18,10 +18,11 @@ static actc_status dropout_backward(actc_ctx *ctx, actc_node *node)
         mask = actc_load(ctx, node, 0);
         if (!mask) return actc_last_status();
     }
-    float *gx = actc_grad_of(ctx, x);
-    if (!gx) {
+    float *gx;
+    actc_status st = actc_grad_buffer(ctx, x, &gx);
+    if (st != ACTC_OK || !gx) {
         actc_tensor_release(mask);
-        return x->requires_grad ? ACTC_ERR_OOM : ACTC_OK;
+        return st;
     }
     const float *gy = node->output->grad->data;
     const size_t n = x->numel;

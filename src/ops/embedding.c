@@ -20,8 +20,9 @@
 static actc_status emb_backward(actc_ctx *ctx, actc_node *node)
 {
     actc_tensor *w = node->inputs[0];
-    float *gw = actc_grad_of(ctx, w);
-    if (!gw) return w->requires_grad ? ACTC_ERR_OOM : ACTC_OK; /* message set by actc_grad_of */
+    float *gw;
+    actc_status st = actc_grad_buffer(ctx, w, &gw);
+    if (st != ACTC_OK || !gw) return st;
     actc_tensor *ids = actc_load(ctx, node, 0);
     if (!ids) return actc_last_status();
     const int D = w->shape[1];

@@ -58,12 +58,10 @@ static actc_status norm_backward(actc_ctx *ctx, actc_node *node)
     actc_tensor *xs = NULL, *ms = NULL, *rs = NULL, *gs = NULL, *oz = NULL, *part = NULL;
     actc_status st = ACTC_OK;
 
-    float *gx = actc_grad_of(ctx, x);
-    float *gg = gamma ? actc_grad_of(ctx, gamma) : NULL;
-    float *gb = beta ? actc_grad_of(ctx, beta) : NULL;
-    if ((!gx && x->requires_grad) || (!gg && gamma && gamma->requires_grad) ||
-        (!gb && beta && beta->requires_grad))
-        return ACTC_ERR_OOM; /* message set by actc_grad_of */
+    float *gx, *gg, *gb;
+    if ((st = actc_grad_buffer(ctx, x, &gx)) != ACTC_OK || (st = actc_grad_buffer(ctx, gamma, &gg)) != ACTC_OK ||
+        (st = actc_grad_buffer(ctx, beta, &gb)) != ACTC_OK)
+        return st;
     /* x and the statistics were saved iff x or gamma needs a gradient. */
     const int have_x = node->iattr[IA_XSLOT] >= 0;
     if ((gx || gg) && !have_x)

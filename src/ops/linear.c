@@ -2,7 +2,6 @@
  * leading dim of x flattened into M.  All three products are single sgemm
  * calls (OpenBLAS threads them); only the bias sums are our own loops. */
 #include "ops.h"
-#include <cblas.h>
 #include <limits.h>
 #include <string.h>
 
@@ -23,8 +22,8 @@ static actc_status linear_backward(actc_ctx *ctx, actc_node *node)
     actc_status st;
     /* dx is allocated after dW is done: the decoded input and dx are never
      * alive together. */
-    if ((st = actc__grad_buf(ctx, wt, &dw)) != ACTC_OK) return st;
-    if ((st = actc__grad_buf(ctx, bt, &db)) != ACTC_OK) return st;
+    if ((st = actc_grad_buffer(ctx, wt, &dw)) != ACTC_OK) return st;
+    if ((st = actc_grad_buffer(ctx, bt, &db)) != ACTC_OK) return st;
     if (M == 0) return ACTC_OK;
 
     if (db) {
@@ -47,11 +46,11 @@ static actc_status linear_backward(actc_ctx *ctx, actc_node *node)
         actc_tensor *xs = actc_load(ctx, node, node->iattr[IA_XSLOT]);
         if (!xs) return actc_last_status();
         /* dW[out,in] += dy^T[out,M] . x[M,in] */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, M, 1.0f, dy, out, xs->data, in,
+        actc__sgemm(1, 0, out, in, M, 1.0f, dy, out, xs->data, in,
                     1.0f, dw, in);
         actc_tensor_release(xs);
     }
-    if ((st = actc__grad_buf(ctx, xt, &dx)) != ACTC_OK) return st;
+    if ((st = actc_grad_buffer(ctx, xt, &dx)) != ACTC_OK) return st;
     if (dx) {
         actc_tensor *ws = NULL;
         const float *w = wt->data;
@@ -62,7 +61,7 @@ static actc_status linear_backward(actc_ctx *ctx, actc_node *node)
         }
         if (!w) return actc_set_error(ACTC_ERR_STATE, "linear backward: the weight's data was freed");
         /* dx[M,in] += dy[M,out] . W[out,in] */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, in, out, 1.0f, dy, out, w, in,
+        actc__sgemm(0, 0, M, in, out, 1.0f, dy, out, w, in,
                     1.0f, dx, in);
         actc_tensor_release(ws);
     }
@@ -98,7 +97,7 @@ actc_tensor *actc_linear(actc_ctx *ctx, actc_tensor *x, actc_tensor *w, actc_ten
          * one pass over y instead of a second one after the sgemm. */
         if (b)
             for (int m = 0; m < M; m++) memcpy(y->data + (size_t)m * out, b->data, (size_t)out * sizeof(float));
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, out, in, 1.0f, x->data, in, w->data,
+        actc__sgemm(0, 1, M, out, in, 1.0f, x->data, in, w->data,
                     in, b ? 1.0f : 0.0f, y->data, out);
     }
 

@@ -2,7 +2,7 @@
  * op(a) = a^T when trans_a (a stored [..., K, M]), likewise for b.  b has
  * a's leading dims, or is 2-D and shared by every item.
  *
- * One cblas_sgemm per item.  Many small items (attention heads) go to
+ * One sgemm per item (actc__sgemm).  Many small items (attention heads) go to
  * threads, one item each: the OpenMP build of OpenBLAS runs single-threaded
  * inside a parallel region, which is what small products want.  With a
  * shared b and an untransposed a, the items are consecutive rows of one
@@ -14,7 +14,6 @@
  * so a is kept (ACT) only if b needs a gradient and b only if a does; a
  * parameter outlives the step and is read in place instead. */
 #include "attn_internal.h"
-#include <cblas.h>
 #include <limits.h>
 #include <omp.h>
 #include <string.h>
@@ -57,18 +56,17 @@ static mm_dims mm_dims_of(const actc_tensor *a, const actc_tensor *b, int ta, in
 /* C_i = op(A_i) op(B_i) + beta C_i for the nb items.  An output shared by
  * all items (sc == 0: dB of a shared b) is accumulated serially, each sgemm
  * then threaded by OpenBLAS. */
-static void gemm_items(int nb, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, const float *A,
+static void gemm_items(int nb, int ta, int tb, int M, int N, int K, const float *A,
                        int lda, size_t sa, const float *B, int ldb, size_t sb, float beta, float *C, int ldc,
                        size_t sc)
 {
     const int par = nb > 1 && sc != 0 && nb >= omp_get_max_threads() && (double)nb * M * N * K >= MM_PAR_MIN;
 #pragma omp parallel for schedule(static) if (par)
     for (int i = 0; i < nb; i++)
-        cblas_sgemm(CblasRowMajor, ta, tb, M, N, K, 1.0f, A + (size_t)i * sa, lda, B + (size_t)i * sb, ldb,
+        actc__sgemm(ta, tb, M, N, K, 1.0f, A + (size_t)i * sa, lda, B + (size_t)i * sb, ldb,
                     beta, C + (size_t)i * sc, ldc);
 }
 
-static CBLAS_TRANSPOSE tr(int t) { return t ? CblasTrans : CblasNoTrans; }
 
 static actc_status matmul_backward(actc_ctx *ctx, actc_node *node)
 {
@@ -78,17 +76,17 @@ static actc_status matmul_backward(actc_ctx *ctx, actc_node *node)
     const float *dc = node->output->grad->data;
     float *ga, *gb;
     actc_status st;
-    if ((st = actc__grad_buf(ctx, a, &ga)) != ACTC_OK) return st;
-    if ((st = actc__grad_buf(ctx, b, &gb)) != ACTC_OK) return st;
+    if ((st = actc_grad_buffer(ctx, a, &ga)) != ACTC_OK) return st;
+    if ((st = actc_grad_buffer(ctx, b, &gb)) != ACTC_OK) return st;
     actc_tensor *owned;
     if (ga) { /* needs b */
         const float *bv = actc__input_value(ctx, node, 1, node->iattr[IA_BSLOT], "matmul", &owned);
         if (!bv) return actc_last_status();
         if (!ta)
-            gemm_items(d.nb, CblasNoTrans, tr(!tb), d.M, d.K, d.N, dc, d.N, d.sc, bv, d.ldb, d.sb, 1.0f, ga,
+            gemm_items(d.nb, 0, !tb, d.M, d.K, d.N, dc, d.N, d.sc, bv, d.ldb, d.sb, 1.0f, ga,
                        d.lda, d.sa);
         else
-            gemm_items(d.nb, tr(tb), CblasTrans, d.K, d.M, d.N, bv, d.ldb, d.sb, dc, d.N, d.sc, 1.0f, ga,
+            gemm_items(d.nb, tb, 1, d.K, d.M, d.N, bv, d.ldb, d.sb, dc, d.N, d.sc, 1.0f, ga,
                        d.lda, d.sa);
         actc_tensor_release(owned);
     }
@@ -96,10 +94,10 @@ static actc_status matmul_backward(actc_ctx *ctx, actc_node *node)
         const float *av = actc__input_value(ctx, node, 0, node->iattr[IA_ASLOT], "matmul", &owned);
         if (!av) return actc_last_status();
         if (!tb)
-            gemm_items(d.nb, tr(!ta), CblasNoTrans, d.K, d.N, d.M, av, d.lda, d.sa, dc, d.N, d.sc, 1.0f, gb,
+            gemm_items(d.nb, !ta, 0, d.K, d.N, d.M, av, d.lda, d.sa, dc, d.N, d.sc, 1.0f, gb,
                        d.ldb, d.sb);
         else
-            gemm_items(d.nb, CblasTrans, tr(ta), d.N, d.K, d.M, dc, d.N, d.sc, av, d.lda, d.sa, 1.0f, gb,
+            gemm_items(d.nb, 1, ta, d.N, d.K, d.M, dc, d.N, d.sc, av, d.lda, d.sa, 1.0f, gb,
                        d.ldb, d.sb);
         actc_tensor_release(owned);
     }
@@ -140,7 +138,7 @@ actc_tensor *actc_matmul(actc_ctx *ctx, actc_tensor *a, actc_tensor *b, int tran
     actc_tensor *y = matmul_output(ctx, a, b, ta, tb);
     if (!y) return NULL;
     const mm_dims d = mm_dims_of(a, b, ta, tb);
-    gemm_items(d.nb, tr(ta), tr(tb), d.M, d.N, d.K, a->data, d.lda, d.sa, b->data, d.ldb, d.sb, 0.0f, y->data,
+    gemm_items(d.nb, ta, tb, d.M, d.N, d.K, a->data, d.lda, d.sa, b->data, d.ldb, d.sb, 0.0f, y->data,
                d.N, d.sc);
 
     actc_tensor *in[2] = {a, b};

@@ -20,8 +20,9 @@ static actc_status mul_backward(actc_ctx *ctx, actc_node *node)
     const size_t n = node->output->numel;
     for (int k = 0; k < 2; k++) {
         actc_tensor *t = node->inputs[k];
-        float *g = actc_grad_of(ctx, t);
-        if (!g && t->requires_grad) return ACTC_ERR_OOM; /* message set by actc_grad_of */
+        float *g;
+        actc_status st = actc_grad_buffer(ctx, t, &g);
+        if (st != ACTC_OK) return st;
         if (!g) continue;
         actc_tensor *owned;
         const int o = 1 - k; /* the other input */

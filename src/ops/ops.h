@@ -13,27 +13,22 @@
         }                                                     \
     } while (0)
 
+/* Free what the convolution backends keep across calls (oneDNN's engine,
+ * stream and cached primitives), for actc_shutdown; they are created again
+ * on demand.  Must not run concurrently with a convolution. */
+void actc__conv_release(void);
+
 /* Record y's node; on failure release y and return NULL with the error set.
  * *node is NULL when nothing needs recording (eval mode / no grad). */
 static inline actc_tensor *actc__op_record(actc_ctx *ctx, const char *op, actc_backward_fn bw,
                                            actc_tensor *y, int n, actc_tensor *const *in,
                                            actc_node **node)
 {
-    if (actc_node_new2(ctx, op, bw, y, n, in, node) != ACTC_OK) {
+    if (actc_node_new(ctx, op, bw, y, n, in, node) != ACTC_OK) {
         actc_tensor_release(y);
         return NULL;
     }
     return y;
-}
-
-/* The gradient buffer of t, distinguishing "no gradient wanted" (*out NULL,
- * ACTC_OK) from an allocation failure (the status, message set). */
-static inline actc_status actc__grad_buf(actc_ctx *ctx, actc_tensor *t, float **out)
-{
-    *out = NULL;
-    if (!t || !t->requires_grad) return ACTC_OK;
-    *out = actc_grad_of(ctx, t);
-    return *out ? ACTC_OK : actc_last_status();
 }
 
 /* Rows (samples along the first axis) per chunk for an operator that walks

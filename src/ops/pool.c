@@ -47,10 +47,11 @@ static actc_status maxpool_backward(actc_ctx *ctx, actc_node *node)
     actc_tensor *x = node->inputs[0];
     actc_tensor *idx = actc_load(ctx, node, 0);
     if (!idx) return actc_last_status();
-    float *gx = actc_grad_of(ctx, x);
-    if (!gx) {
+    float *gx;
+    actc_status st = actc_grad_buffer(ctx, x, &gx);
+    if (st != ACTC_OK || !gx) {
         actc_tensor_release(idx);
-        return x->requires_grad ? ACTC_ERR_OOM : ACTC_OK;
+        return st;
     }
     const int k = node->iattr[0], s = node->iattr[1], p = node->iattr[2];
     const int planes = x->shape[0] * x->shape[1], H = x->shape[2], W = x->shape[3];
@@ -142,8 +143,9 @@ actc_tensor *actc_maxpool2d(actc_ctx *ctx, actc_tensor *x, int k, int s, int p)
 static actc_status avgpool_backward(actc_ctx *ctx, actc_node *node)
 {
     actc_tensor *x = node->inputs[0];
-    float *gx = actc_grad_of(ctx, x);
-    if (!gx) return x->requires_grad ? ACTC_ERR_OOM : ACTC_OK;
+    float *gx;
+    actc_status st = actc_grad_buffer(ctx, x, &gx);
+    if (st != ACTC_OK || !gx) return st;
     const int k = node->iattr[0], s = node->iattr[1], p = node->iattr[2];
     const int planes = x->shape[0] * x->shape[1], H = x->shape[2], W = x->shape[3];
     const int Ho = node->output->shape[2], Wo = node->output->shape[3];
@@ -213,8 +215,9 @@ actc_tensor *actc_avgpool2d(actc_ctx *ctx, actc_tensor *x, int k, int s, int p)
 static actc_status gap_backward(actc_ctx *ctx, actc_node *node)
 {
     actc_tensor *x = node->inputs[0];
-    float *gx = actc_grad_of(ctx, x);
-    if (!gx) return x->requires_grad ? ACTC_ERR_OOM : ACTC_OK;
+    float *gx;
+    actc_status st = actc_grad_buffer(ctx, x, &gx);
+    if (st != ACTC_OK || !gx) return st;
     const int planes = x->shape[0] * x->shape[1], HW = x->shape[2] * x->shape[3];
     const float inv = 1.0f / (float)HW;
     const float *gy = node->output->grad->data;

@@ -10,8 +10,9 @@
 static actc_status reshape_backward(actc_ctx *ctx, actc_node *node)
 {
     actc_tensor *x = node->inputs[0];
-    float *gx = actc_grad_of(ctx, x);
-    if (!gx) return x->requires_grad ? ACTC_ERR_OOM : ACTC_OK;
+    float *gx;
+    actc_status st = actc_grad_buffer(ctx, x, &gx);
+    if (st != ACTC_OK || !gx) return st;
     const float *gy = node->output->grad->data;
     const size_t n = x->numel;
 #pragma omp parallel for simd schedule(static) if (n > 65536)

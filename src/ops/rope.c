@@ -65,7 +65,7 @@ static actc_status rope_backward(actc_ctx *ctx, actc_node *node)
 {
     actc_tensor *x = node->inputs[0];
     float *gx;
-    actc_status st = actc__grad_buf(ctx, x, &gx);
+    actc_status st = actc_grad_buffer(ctx, x, &gx);
     if (st != ACTC_OK || !gx) return st;
     actc_tensor *tab = rope_table(x->shape[1], x->shape[x->ndim - 1], node->fattr[0]);
     if (!tab) return actc_last_status();

@@ -54,7 +54,7 @@ ACTC_ATTN_CLONES void actc__softmax_row_backward(const float *p, const float *g,
 static actc_status softmax_backward(actc_ctx *ctx, actc_node *node)
 {
     float *gx;
-    actc_status st = actc__grad_buf(ctx, node->inputs[0], &gx);
+    actc_status st = actc_grad_buffer(ctx, node->inputs[0], &gx);
     if (st != ACTC_OK || !gx) return st;
     actc_tensor *p = actc_load(ctx, node, 0);
     if (!p) return actc_last_status();

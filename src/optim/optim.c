@@ -5,6 +5,7 @@
  * so an error (a wrong-shaped gradient, the memory budget) leaves the
  * parameters and the state exactly as they were. */
 #include "optim.h"
+#include "../core/core.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,11 +151,7 @@ actc_status actc_clip_grad_norm(actc_tensor **params, int n, float max_norm, flo
     for (int i = 0; i < n; i++) {
         const actc_tensor *g = params[i] ? params[i]->grad : NULL;
         if (!g || !g->data) continue;
-        double s = 0.0;
-        const float *d = g->data;
-#pragma omp parallel for simd reduction(+ : s) schedule(static) if (g->numel > 65536)
-        for (size_t j = 0; j < g->numel; j++) s += (double)d[j] * d[j];
-        sq += s;
+        sq += actc__sum_sq_diff(g->data, NULL, g->numel);
     }
     const double norm = sqrt(sq);
     if (norm_out) *norm_out = (float)norm;

@@ -56,20 +56,21 @@ actc_status actc_lr_parse(const char *spec, actc_lr_schedule *s)
         return ACTC_OK;
     }
     if (!strncmp(spec, "step:", 5)) {
-        const char *p = spec + 5;
-        char *end;
-        /* strtoull accepts a sign and wraps "-3": insist on a digit. */
-        if (*p < '0' || *p > '9') goto bad_step;
-        errno = 0;
-        unsigned long long size = strtoull(p, &end, 10);
-        if (errno || end == p || *end != ':' || size == 0) goto bad_step;
-        p = end + 1;
-        errno = 0;
-        float gamma = strtof(p, &end);
-        if (errno || end == p || *end != '\0' || !isfinite(gamma) || !(gamma > 0.0f)) goto bad_step;
+        char size_s[32];
+        const char *colon = strchr(spec + 5, ':');
+        const size_t len = colon ? (size_t)(colon - (spec + 5)) : 0;
+        long long size;
+        double gamma;
+        if (!colon || len == 0 || len >= sizeof size_s) goto bad_step;
+        memcpy(size_s, spec + 5, len);
+        size_s[len] = '\0';
+        /* The library's strict parsers: no sign tricks, spaces or hex. */
+        if (actc_parse_int(size_s, 1, INT64_MAX, &size) != ACTC_OK || actc_parse_number(colon + 1, &gamma) != ACTC_OK ||
+            !(gamma > 0.0) || gamma > 3.4e38)
+            goto bad_step;
         s->kind = ACTC_LR_STEP;
         s->step_size = (uint64_t)size;
-        s->gamma = gamma;
+        s->gamma = (float)gamma;
         return ACTC_OK;
     bad_step:
         return actc_set_error(ACTC_ERR_INVALID,
@@ -81,4 +82,30 @@ actc_status actc_lr_parse(const char *spec, actc_lr_schedule *s)
                           "unknown learning-rate schedule '%s' (expected const, cosine or "
                           "step:STEP_SIZE:GAMMA)",
                           spec);
+}
+
+actc_status actc_lr_check(const actc_lr_schedule *s)
+{
+    if (!s) return actc_set_error(ACTC_ERR_INVALID, "actc_lr_check: NULL schedule");
+    if (!isfinite(s->base_lr) || !(s->base_lr > 0.0f))
+        return actc_set_error(ACTC_ERR_INVALID, "learning rate %g must be positive and finite", (double)s->base_lr);
+    switch (s->kind) {
+    case ACTC_LR_CONSTANT: return ACTC_OK;
+    case ACTC_LR_COSINE:
+        /* A floor above the peak would make the "decay" raise the rate. */
+        if (!isfinite(s->min_lr) || !(s->min_lr >= 0.0f) || s->min_lr > s->base_lr)
+            return actc_set_error(ACTC_ERR_INVALID,
+                                  "the cosine schedule decays from the learning rate %g to its floor: the floor (min "
+                                  "lr) %g must be in [0, %g]",
+                                  (double)s->base_lr, (double)s->min_lr, (double)s->base_lr);
+        return ACTC_OK;
+    case ACTC_LR_STEP:
+        if (s->step_size == 0 || !isfinite(s->gamma) || !(s->gamma > 0.0f) || s->gamma > 1.0f)
+            return actc_set_error(ACTC_ERR_INVALID,
+                                  "the step schedule decays the learning rate by GAMMA every STEP_SIZE steps: need "
+                                  "STEP_SIZE > 0 and 0 < GAMMA <= 1 (got %llu and %g)",
+                                  (unsigned long long)s->step_size, (double)s->gamma);
+        return ACTC_OK;
+    default: return actc_set_error(ACTC_ERR_INVALID, "unknown learning-rate schedule kind %d", (int)s->kind);
+    }
 }

@@ -112,11 +112,7 @@ static double grad_diff(const actc_controller *c, float *ref, int copy)
             if (g) memcpy(r, g, n * sizeof *r);
             else memset(r, 0, n * sizeof *r);
         } else {
-#pragma omp parallel for reduction(+ : d) if (n > 65536)
-            for (size_t j = 0; j < n; j++) {
-                const double e = (double)(g ? g[j] : 0.0f) - r[j];
-                d += e * e;
-            }
+            d += actc__sum_sq_diff(g, r, n);
         }
         off += n;
     }
@@ -206,10 +202,16 @@ static actc_status track_variance(actc_controller *c, int n_batch)
 actc_status actc_controller_iterate(actc_controller *c, actc_fwdbwd_fn fn, void *user)
 {
     if (!c || !fn) return actc_set_error(ACTC_ERR_INVALID, "actc_controller_iterate: NULL controller or function");
-    const int kind = actc__gact_kind(c->ctx->policy);
+    /* A frozen policy (actc_ctx_freeze_policy) is measured no more: the pass
+     * runs with the bits it has and leaves the controller's state alone. */
+    const int kind = c->ctx->policy && c->ctx->policy->frozen ? 0 : actc__gact_kind(c->ctx->policy);
     const uint64_t step = actc_ctx_step(c->ctx);
     c->adapted = 0;
     actc_status s = ACTC_OK;
+    if (!kind && c->ctx->policy && c->ctx->policy->frozen) {
+        int n = 0;
+        return pass(c, fn, user, step, 0, &n);
+    }
     if (kind && c->iter % c->o.adapt_interval == 0 && (s = estimate(c, fn, user)) != ACTC_OK) return s;
     int n = 0;
     if ((s = pass(c, fn, user, step, 0, &n)) != ACTC_OK) return s;
@@ -235,4 +237,60 @@ void actc_controller_variances(const actc_controller *c, double *compression, do
 int actc_controller_tensors(const actc_controller *c, actc_saved_info *out, int cap)
 {
     return c ? actc__gact_tensors(c->ctx->policy, out, cap) : 0;
+}
+
+/* Checkpoint state: the iteration count (when the next measurement is due),
+ * the running gradient moments behind the alert and the alert's own state,
+ * so a resumed run measures and alerts when the uninterrupted one would. */
+actc_status actc__controller_save(const actc_controller *c, actc__wbuf *w)
+{
+    actc__w_u64(w, c->iter);
+    actc__w_u64(w, (uint64_t)c->P);
+    actc__w_u32(w, c->mean != NULL);
+    if (c->mean) actc__w_floats(w, c->mean, c->P);
+    actc__w_f64(w, c->overall);
+    actc__w_u32(w, (uint32_t)c->seen);
+    actc__w_f64(w, c->comp);
+    actc__w_f64(w, c->comp_sub);
+    actc__w_u32(w, (uint32_t)c->est_n);
+    actc__w_u32(w, (uint32_t)c->alert_due);
+    actc__w_u32(w, (uint32_t)c->alert_ready);
+    actc__w_str(w, c->alert);
+    return ACTC_OK;
+}
+
+actc_status actc__controller_load(actc_controller *c, actc__rbuf *r)
+{
+    const uint64_t iter = actc__r_u64(r), P = actc__r_u64(r);
+    const uint32_t has_mean = actc__r_u32(r);
+    if (r->bad) return actc_set_error(ACTC_ERR_FORMAT, "the controller state is truncated");
+    if (P != (uint64_t)c->P)
+        return actc_set_error(ACTC_ERR_INVALID, "the controller state is for %llu parameters, this model has %zu",
+                              (unsigned long long)P, c->P);
+    const uint8_t *mean = has_mean ? actc__r_take(r, 4 * (size_t)P) : NULL;
+    const double overall = actc__r_f64(r);
+    const int seen = (int)actc__r_u32(r);
+    const double comp = actc__r_f64(r), comp_sub = actc__r_f64(r);
+    const int est_n = (int)actc__r_u32(r), due = (int)actc__r_u32(r), ready = (int)actc__r_u32(r);
+    char alert[sizeof c->alert];
+    actc__r_str(r, alert, sizeof alert);
+    if (r->bad || has_mean > 1) return actc_set_error(ACTC_ERR_FORMAT, "the controller state is malformed");
+    if (mean && !c->mean && !(c->mean = actc_mem_alloc(ACTC_MEM_OPTIM, (c->P ? c->P : 1) * sizeof *c->mean)))
+        return actc_last_status();
+    if (mean) actc__get_floats(c->mean, mean, c->P);
+    else {
+        actc_mem_free(c->mean);
+        c->mean = NULL;
+    }
+    c->iter = iter;
+    c->overall = overall;
+    c->seen = seen;
+    c->comp = comp;
+    c->comp_sub = comp_sub;
+    c->est_n = est_n;
+    c->alert_due = due;
+    c->alert_ready = ready;
+    memcpy(c->alert, alert, sizeof alert);
+    c->adapted = 0;
+    return ACTC_OK;
 }

@@ -53,6 +53,11 @@ double actc__gact_variance(const actc_policy *p);
 /* The tensor table (all tensors ever seen; up to cap written). */
 int actc__gact_tensors(const actc_policy *p, actc_saved_info *out, int cap);
 
+/* The controller's checkpoint state (gact_controller.c): what save wrote,
+ * load checks in full before changing the controller. */
+actc_status actc__controller_save(const actc_controller *c, actc__wbuf *w);
+actc_status actc__controller_load(actc_controller *c, actc__rbuf *r);
+
 /* 1 for operators that compute a loss: ActNN and GACT keep their saves exact. */
 int actc__is_loss_op(const char *op);
 /* The mixed-precision policy's per-layer state, for tests and inspection:

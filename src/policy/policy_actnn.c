@@ -239,6 +239,66 @@ static void actnn_destroy(actc_policy *p)
     free(p);
 }
 
+/* Checkpoint state: every layer's key, last step, budget b^(l), gradient
+ * average g^(l) and this step's pending reports, in table order (the
+ * per-layer allocation walks the table in order, so order is state too).
+ * What a save recomputes (ranges, per-sample bits, scale) is not kept. */
+#define LAYER_BYTES (8 + 8 + 8 + 8 + 8)
+
+static actc_status actnn_save_state(const actc_policy *p, actc__wbuf *w)
+{
+    const actnn_state *s = p->state;
+    actc__w_f64(w, s->budget);
+    actc__w_u64(w, s->step);
+    actc__w_u32(w, (uint32_t)s->n_layers);
+    for (int i = 0; i < s->n_layers; i++) {
+        const layer *l = &s->layers[i];
+        actc__w_u64(w, l->key);
+        actc__w_u64(w, l->step);
+        actc__w_f64(w, l->bits);
+        actc__w_f64(w, l->grad_sq);
+        actc__w_f64(w, l->grad_step);
+    }
+    return ACTC_OK;
+}
+
+static actc_status actnn_load_state(actc_policy *p, actc__rbuf *r)
+{
+    actnn_state *s = p->state;
+    const double budget = actc__r_f64(r);
+    const uint64_t step = actc__r_u64(r);
+    const uint32_t n = actc__r_u32(r);
+    if (r->bad || n > (r->end - r->pos) / LAYER_BYTES)
+        return actc_set_error(ACTC_ERR_FORMAT, "the %s policy state is truncated", p->spec);
+    if (budget != s->budget)
+        return actc_set_error(ACTC_ERR_INVALID, "the policy state is for an average of %g bits, the policy %s has %g",
+                              budget, p->spec, s->budget);
+    layer *ls = calloc((size_t)n + 1, sizeof *ls);
+    if (!ls) return actc_set_error(ACTC_ERR_OOM, "out of memory loading the %s policy state", p->spec);
+    for (uint32_t i = 0; i < n; i++) {
+        ls[i].key = actc__r_u64(r);
+        ls[i].step = actc__r_u64(r);
+        ls[i].bits = actc__r_f64(r);
+        ls[i].grad_sq = actc__r_f64(r);
+        ls[i].grad_step = actc__r_f64(r);
+        if (!(ls[i].bits >= 1 && ls[i].bits <= ACTNN_MAX_BITS)) r->bad = 1;
+    }
+    if (r->bad) {
+        free(ls);
+        return actc_set_error(ACTC_ERR_FORMAT, "the %s policy state is malformed", p->spec);
+    }
+    for (int i = 0; i < s->n_layers; i++) {
+        free(s->layers[i].range_sq);
+        free(s->layers[i].sbits);
+    }
+    free(s->layers);
+    s->layers = ls;
+    s->n_layers = (int)n;
+    s->cap_layers = (int)n + 1;
+    s->step = step;
+    return ACTC_OK;
+}
+
 actc_status actc__policy_actnn_mixed(const char *spec, double budget, actc_policy **out)
 {
     actc_status st = actc__policy_new(spec, sizeof(actnn_state), actnn_choose, out);
@@ -248,6 +308,8 @@ actc_status actc__policy_actnn_mixed(const char *spec, double budget, actc_polic
     p->observe_grad = actnn_observe_grad;
     p->after_backward = actnn_after_backward;
     p->destroy = actnn_destroy;
+    p->save_state = actnn_save_state;
+    p->load_state = actnn_load_state;
     return ACTC_OK;
 }
 

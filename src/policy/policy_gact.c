@@ -116,6 +116,86 @@ static void gact_destroy(actc_policy *p)
     free(p);
 }
 
+/* Checkpoint state: the measurement pass counter and the tensor table in
+ * order (key, what inspection shows, the element count and the pass that
+ * last saw it), so a resumed run keeps every tensor's bits and measures
+ * again when the controller's interval says so, not at once. */
+static void w_info(actc__wbuf *w, const actc_saved_info *in)
+{
+    actc__w_str(w, in->op);
+    actc__w_str(w, in->scope);
+    actc__w_u32(w, (uint32_t)in->ndim);
+    for (int d = 0; d < ACTC_MAX_DIMS; d++) actc__w_u32(w, (uint32_t)in->shape[d]);
+    actc__w_f64(w, in->sensitivity);
+    actc__w_u32(w, (uint32_t)in->bits);
+    actc__w_u64(w, in->stored_bytes);
+    actc__w_u64(w, in->fp32_bytes);
+}
+
+static void r_info(actc__rbuf *r, actc_saved_info *in)
+{
+    actc__r_str(r, in->op, sizeof in->op);
+    actc__r_str(r, in->scope, sizeof in->scope);
+    uint32_t nd = actc__r_u32(r);
+    if (nd > ACTC_MAX_DIMS) r->bad = 1;
+    in->ndim = (int)nd;
+    for (int d = 0; d < ACTC_MAX_DIMS; d++) in->shape[d] = (int)actc__r_u32(r);
+    in->sensitivity = actc__r_f64(r);
+    in->bits = (int)actc__r_u32(r);
+    in->stored_bytes = (size_t)actc__r_u64(r);
+    in->fp32_bytes = (size_t)actc__r_u64(r);
+    const int b = in->bits;
+    if (b != 32 && !(b >= 1 && b <= 8)) r->bad = 1; /* fp32, or the quantizer's widths */
+}
+
+static actc_status gact_save_state(const actc_policy *p, actc__wbuf *w)
+{
+    const gact_state *s = p->state;
+    actc__w_f64(w, s->budget);
+    actc__w_u32(w, (uint32_t)s->fixed_bits);
+    actc__w_u32(w, s->pass);
+    actc__w_u32(w, (uint32_t)s->n);
+    for (int i = 0; i < s->n; i++) {
+        actc__w_u64(w, s->t[i].key);
+        w_info(w, &s->t[i].info);
+        actc__w_u64(w, s->t[i].D);
+        actc__w_u32(w, s->t[i].pass);
+    }
+    return ACTC_OK;
+}
+
+/* The smallest record of one tensor (empty op and scope). */
+#define TENSOR_MIN_BYTES (8 + 4 + 4 + 4 + 4 * ACTC_MAX_DIMS + 8 + 4 + 8 + 8 + 8 + 4)
+
+static actc_status gact_load_state(actc_policy *p, actc__rbuf *r)
+{
+    gact_state *s = p->state;
+    const double budget = actc__r_f64(r);
+    const uint32_t fixed = actc__r_u32(r), pass = actc__r_u32(r), n = actc__r_u32(r);
+    if (r->bad || n > (r->end - r->pos) / TENSOR_MIN_BYTES)
+        return actc_set_error(ACTC_ERR_FORMAT, "the %s policy state is truncated", p->spec);
+    if (budget != s->budget || (int)fixed != s->fixed_bits)
+        return actc_set_error(ACTC_ERR_INVALID, "the policy state is for another gact level than %s", p->spec);
+    gact_tensor *t = calloc((size_t)n + 1, sizeof *t);
+    if (!t) return actc_set_error(ACTC_ERR_OOM, "out of memory loading the %s policy state", p->spec);
+    for (uint32_t i = 0; i < n && !r->bad; i++) {
+        t[i].key = actc__r_u64(r);
+        r_info(r, &t[i].info);
+        t[i].D = (size_t)actc__r_u64(r);
+        t[i].pass = actc__r_u32(r);
+    }
+    if (r->bad) {
+        free(t);
+        return actc_set_error(ACTC_ERR_FORMAT, "the %s policy state is malformed", p->spec);
+    }
+    free(s->t);
+    s->t = t;
+    s->n = (int)n;
+    s->cap = (int)n + 1;
+    s->pass = pass;
+    return ACTC_OK;
+}
+
 actc_status actc__policy_gact(const char *spec, double budget, int fixed_bits, int segments, int attention,
                               actc_policy **out)
 {
@@ -126,6 +206,8 @@ actc_status actc__policy_gact(const char *spec, double budget, int fixed_bits, i
     s->budget = budget;
     s->fixed_bits = fixed_bits;
     p->destroy = gact_destroy;
+    p->save_state = gact_save_state;
+    p->load_state = gact_load_state;
     p->segments = segments;
     p->attention = attention;
     return ACTC_OK;

@@ -80,13 +80,22 @@ static actc_status bad_spec(const char *spec, const char *why)
                           g_list);
 }
 
-/* A whole-string integer in [lo, hi]. */
+/* A whole-string integer in [lo, hi], strictly decimal (no spaces, '+'
+ * or hex: "quant: 4" is not a spec). */
 static int parse_int(const char *s, int lo, int hi, int *out)
 {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (end == s || *end || v < lo || v > hi) return 0;
+    long long v;
+    if (actc_parse_int(s, lo, hi, &v) != ACTC_OK) return 0;
     *out = (int)v;
+    return 1;
+}
+
+/* A strict decimal number in [lo, hi] ("1.5", not "0x4" or " 2"). */
+static int parse_real(const char *s, double lo, double hi, double *out)
+{
+    double v;
+    if (actc_parse_number(s, &v) != ACTC_OK || !(v >= lo && v <= hi)) return 0;
+    *out = v;
     return 1;
 }
 
@@ -130,9 +139,8 @@ static actc_status parse_actnn(const char *spec, const char *arg, actc_policy **
         default: return actc__policy_actnn_mixed("actnn:L3", 2.0, out);
         }
     }
-    char *end;
-    double b = strtod(arg, &end);
-    if (end == arg || *end || !(b >= 1.0 && b <= 8.0))
+    double b;
+    if (!parse_real(arg, 1.0, 8.0, &b))
         return bad_spec(spec, "actnn takes a level L0..L3 or an average number of bits from 1 to 8");
     char canon[64];
     snprintf(canon, sizeof canon, "actnn:%g", b);
@@ -196,9 +204,8 @@ static actc_status parse_gact(const char *spec, const char *arg, actc_policy **o
         snprintf(canon, sizeof canon, "gact:fix%d", bits);
         return actc__policy_gact(canon, bits, bits, 0, ACTC_ATTN_NAIVE, out);
     }
-    char *end;
-    double b = strtod(arg, &end);
-    if (end == arg || *end || !(b >= 1.0 && b <= 8.0))
+    double b;
+    if (!parse_real(arg, 1.0, 8.0, &b))
         return bad_spec(spec, "gact takes L0, L1, CB1, CB2, CKPT, fixB or an average number of bits from 1 to 8");
     snprintf(canon, sizeof canon, "gact:%g", b);
     return actc__policy_gact(canon, b, 0, 0, ACTC_ATTN_NAIVE, out);

@@ -1,43 +1,58 @@
-/* Checkpoints: model state, optional optimizer state and run metadata in one
- * self-checking file.
+/* Checkpoints: a model's state, optionally its optimizer's, or a trainer's
+ * whole training state, in one self-checking file.
  *
- * Layout (version 3; every integer and float little-endian, fixed width, each
- * field written explicitly so the file does not depend on struct padding or
- * the host's byte order):
+ * Layout of version 4 (every number little-endian, fixed width, written
+ * field by field so the file does not depend on struct padding or the
+ * host's byte order):
  *
- *   offset 0   "ACTCCKPT"                 8 bytes magic
- *          8   u32 version                (3)
- *         12   u64 file length            total bytes, CRC included
- *         20   metadata                   708 bytes:
- *                char model[32], char optim[16], char policy[64] (NUL-padded),
- *                u64 epoch, u64 step, u64 batch_in_epoch, u64 seed,
- *                i32 batch, f32 extra[8], i32 input[3], i32 num_classes,
- *                char settings[512] (NUL-padded)
- *        728   u32 number of model tensors, then per tensor:
- *                u32 name length, name bytes (no NUL), u32 ndim,
- *                u32 shape[ndim], f32 data[numel]
- *              u32 has_optimizer (0 or 1); if 1:
- *                u32 name length, name bytes, u64 steps,
- *                u32 number of state tensors, tensors as above
- *   length-4   u32 CRC-32 (zlib) of every byte before it
+ *   offset 0   "ACTCCKPT"          8 bytes magic
+ *          8   u32 version         (4)
+ *         12   u64 file length     total bytes, the final CRC included
+ *         20   u32 R               length of the record
+ *         24   record              R bytes of fields: u32 tag, u32 length, value
+ *     24 + R   u32 CRC-32 (zlib) of bytes [0, 24 + R): the header's own
+ *              sections, each: u32 tag, u64 length L, L bytes
+ *  length - 4  u32 CRC-32 of every byte before it
  *
- * Saving writes path.tmp, fflush + fsync, renames it over path and fsyncs the
- * directory, so a crash leaves either the old checkpoint or the new one, never
- * a half-written file under the real name.
+ * Record fields: the model's name, whether it is a user-defined one, its
+ * options (family and shape), the number of trainable scalars and of state
+ * bytes, the optimizer's name, the policy, the position (step, epoch, batch
+ * in epoch), the trainer's recipe, the application's note.  Unknown fields
+ * are skipped (a later minor version may add some); an unknown section is
+ * refused (it would be state this build cannot restore).
+ * Sections: MODEL (tensors by name: u32 count, then per tensor u32 name
+ * length, name, u32 ndim, u32 shape[ndim], f32 data[numel]), OPTIM (name,
+ * u64 steps, tensors), POLICY (spec, then the policy family's own state,
+ * src/policy), CONTROLLER (the GACT controller's state).
  *
- * Version 2 files (settings[256], everything after it 256 bytes earlier) are
- * still read.
+ * Checking.  actc_checkpoint_info reads only the header and checks its CRC
+ * and the declared length against the file's, so a flipped bit in the
+ * model's shape is caught before anything is sized from it.  Loading reads
+ * the whole file and checks the final CRC before parsing the sections;
+ * then every name and shape is matched and every state section parsed, and
+ * only when all of it passed is anything copied: a failed load changes
+ * nothing.  Building a model from a record (actc_checkpoint_model) is
+ * bounded by the file's size, so a forged record cannot make it allocate
+ * more than the file could hold.
  *
- * Loading reads the whole file, then checks in this order: magic, version,
- * length against the header (shorter: "truncated"), CRC ("checksum
- * mismatch"), the structure, the model name, the count, name and shape of
- * every tensor, the optimizer's name, count and shapes.  Only when everything
- * matches is anything copied, so a failed load leaves the model and the
- * optimizer as they were.  The declared length is what tells a cut file
- * ("truncated") from a damaged one ("checksum mismatch"). */
-#include "actc.h"
+ * Saving writes PATH.tmp (the layout is computed in a counting pass first,
+ * then streamed: no copy of the tensors in memory), fflush + fsync, renames
+ * it over PATH and fsyncs the directory, so a crash or a full disk leaves
+ * the old checkpoint or the new one, never a half-written file under the
+ * real name.
+ *
+ * Versions 2 and 3 (actc 0.1: a fixed 728- or 472-byte header with the
+ * model's shape as command-line settings text, then the tensors, one CRC)
+ * are still read: their settings become the note and the shape is parsed
+ * back from it. */
+#include "train.h"
+#include "../core/core.h"
+#include "../models/model.h"
+#include "../autograd/autograd.h"
+#include "../policy/policy.h"
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -45,41 +60,12 @@
 #include <zlib.h>
 
 #define CKPT_MAGIC "ACTCCKPT"
-#define CKPT_VERSION 3u /* 3: settings grew from 256 to 512 bytes */
-#define META_FIXED (32 + 16 + 64 + 4 * 8 + 4 + 8 * 4 + 4 * 4) /* before settings */
-#define SETTINGS_BYTES(v) ((v) == 2u ? 256 : 512)
-#define HEADER_BYTES_V(v) (8 + 4 + 8 + META_FIXED + SETTINGS_BYTES(v))
-#define HEADER_BYTES HEADER_BYTES_V(CKPT_VERSION) /* what this build writes */
-#define CONV_CHUNK 1024 /* floats converted to little-endian per write */
+#define CKPT_VERSION 4u
 
-/* ---- little-endian encoding --------------------------------------------- */
-
-static void put_u32(uint8_t *b, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) b[i] = (uint8_t)(v >> (8 * i));
-}
-static void put_u64(uint8_t *b, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (8 * i));
-}
-static void put_f32(uint8_t *b, float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    put_u32(b, u);
-}
-static uint32_t get_u32(const uint8_t *b)
-{
-    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
-}
-static uint64_t get_u64(const uint8_t *b) { return get_u32(b) | (uint64_t)get_u32(b + 4) << 32; }
-static float get_f32(const uint8_t *b)
-{
-    uint32_t u = get_u32(b);
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
+enum {
+    F_MODEL = 1, F_CUSTOM, F_MODEL_OPTS, F_N_PARAMS, F_STATE_BYTES, F_OPTIM, F_POLICY, F_POSITION, F_TRAINER, F_NOTE
+};
+enum { S_MODEL = 1, S_OPTIM, S_POLICY, S_CONTROLLER };
 
 static uLong crc_update(uLong crc, const uint8_t *p, size_t n)
 {
@@ -93,112 +79,274 @@ static uLong crc_update(uLong crc, const uint8_t *p, size_t n)
     return crc;
 }
 
-/* Fixed-width string field: NUL-padded, cut at cap (callers check lengths). */
-static void put_str(uint8_t *b, const char *s, size_t cap)
+/* ---- the record ------------------------------------------------------------ */
+
+static void field_begin(actc__wbuf *w, uint32_t tag, uint32_t len)
 {
-    memset(b, 0, cap);
-    if (s) memcpy(b, s, strnlen(s, cap));
-}
-static void get_str(char *dst, const uint8_t *b, size_t cap)
-{
-    memcpy(dst, b, cap);
-    dst[cap - 1] = '\0'; /* a corrupt field must not run off the end */
+    actc__w_u32(w, tag);
+    actc__w_u32(w, len);
 }
 
-static void encode_meta(uint8_t *b, const actc_ckpt_meta *m)
+static void field_str(actc__wbuf *w, uint32_t tag, const char *s)
 {
-    put_str(b, m->model, 32);
-    put_str(b + 32, m->optim, 16);
-    put_str(b + 48, m->policy, 64);
-    put_u64(b + 112, m->epoch);
-    put_u64(b + 120, m->step);
-    put_u64(b + 128, m->batch_in_epoch);
-    put_u64(b + 136, m->seed);
-    put_u32(b + 144, (uint32_t)m->batch);
-    for (int i = 0; i < 8; i++) put_f32(b + 148 + 4 * i, m->extra[i]);
-    for (int i = 0; i < 3; i++) put_u32(b + 180 + 4 * i, (uint32_t)m->input[i]);
-    put_u32(b + 192, (uint32_t)m->num_classes);
-    put_str(b + 196, m->settings, 512);
+    size_t n = s ? strlen(s) : 0;
+    field_begin(w, tag, (uint32_t)n);
+    actc__w_bytes(w, s, n);
 }
 
-static void decode_meta(actc_ckpt_meta *m, const uint8_t *b, size_t settings_cap)
+#define OPTS_BYTES (4 * 11 + 8)
+static void put_opts(actc__wbuf *w, const actc_model_opts *o)
 {
-    memset(m, 0, sizeof *m);
-    get_str(m->model, b, 32);
-    get_str(m->optim, b + 32, 16);
-    get_str(m->policy, b + 48, 64);
-    m->epoch = get_u64(b + 112);
-    m->step = get_u64(b + 120);
-    m->batch_in_epoch = get_u64(b + 128);
-    m->seed = get_u64(b + 136);
-    m->batch = (int32_t)get_u32(b + 144);
-    for (int i = 0; i < 8; i++) m->extra[i] = get_f32(b + 148 + 4 * i);
-    for (int i = 0; i < 3; i++) m->input[i] = (int32_t)get_u32(b + 180 + 4 * i);
-    m->num_classes = (int32_t)get_u32(b + 192);
-    get_str(m->settings, b + 196, settings_cap);
+    field_begin(w, F_MODEL_OPTS, OPTS_BYTES);
+    const int32_t v[5] = {o->in_channels, o->in_h, o->in_w, o->num_classes, o->width};
+    for (int i = 0; i < 5; i++) actc__w_u32(w, (uint32_t)v[i]);
+    actc__w_f32(w, o->dropout);
+    actc__w_u64(w, o->seed);
+    const int32_t u[5] = {o->n_layers, o->n_heads, o->context, o->vocab, o->attention};
+    for (int i = 0; i < 5; i++) actc__w_u32(w, (uint32_t)u[i]);
 }
 
-/* ---- writing -------------------------------------------------------------- */
+static void get_opts(actc__rbuf *r, actc_model_opts *o)
+{
+    int32_t v[5], u[5];
+    for (int i = 0; i < 5; i++) v[i] = (int32_t)actc__r_u32(r);
+    o->in_channels = v[0];
+    o->in_h = v[1];
+    o->in_w = v[2];
+    o->num_classes = v[3];
+    o->width = v[4];
+    o->dropout = actc__r_f32(r);
+    o->seed = actc__r_u64(r);
+    for (int i = 0; i < 5; i++) u[i] = (int32_t)actc__r_u32(r);
+    o->n_layers = u[0];
+    o->n_heads = u[1];
+    o->context = u[2];
+    o->vocab = u[3];
+    o->attention = u[4];
+}
 
+#define TRAINER_BYTES (4 * 4 + 4 * 4 + 4 + 4 + 8 + 8 + 8 + 4 + 4 + 4 + 8 + 8 + 4 + 8)
+static void put_trainer(actc__wbuf *w, const actc_trainer_opts *o)
+{
+    field_begin(w, F_TRAINER, TRAINER_BYTES);
+    actc__w_f32(w, o->lr);
+    actc__w_f32(w, o->momentum);
+    actc__w_u32(w, (uint32_t)o->nesterov);
+    actc__w_f32(w, o->weight_decay);
+    actc__w_f32(w, o->beta1);
+    actc__w_f32(w, o->beta2);
+    actc__w_f32(w, o->eps);
+    actc__w_u32(w, (uint32_t)o->schedule.kind);
+    actc__w_f32(w, o->schedule.min_lr);
+    actc__w_u32(w, 0); /* reserved */
+    actc__w_u64(w, o->schedule.warmup_steps);
+    actc__w_u64(w, o->schedule.total_steps);
+    actc__w_u64(w, o->schedule.step_size);
+    actc__w_f32(w, o->schedule.gamma);
+    actc__w_f32(w, o->clip);
+    actc__w_u32(w, (uint32_t)o->accum);
+    actc__w_u64(w, o->seed);
+    actc__w_u64(w, o->controller.adapt_interval);
+    actc__w_u32(w, (uint32_t)o->controller.estimate_samples);
+    actc__w_f64(w, o->controller.alert_fraction);
+}
+
+static void get_trainer(actc__rbuf *r, actc_trainer_opts *o)
+{
+    o->lr = actc__r_f32(r);
+    o->momentum = actc__r_f32(r);
+    o->nesterov = (int)actc__r_u32(r);
+    o->weight_decay = actc__r_f32(r);
+    o->beta1 = actc__r_f32(r);
+    o->beta2 = actc__r_f32(r);
+    o->eps = actc__r_f32(r);
+    o->schedule.kind = (actc_lr_kind)actc__r_u32(r);
+    o->schedule.min_lr = actc__r_f32(r);
+    (void)actc__r_u32(r);
+    o->schedule.warmup_steps = actc__r_u64(r);
+    o->schedule.total_steps = actc__r_u64(r);
+    o->schedule.step_size = actc__r_u64(r);
+    o->schedule.gamma = actc__r_f32(r);
+    o->clip = actc__r_f32(r);
+    o->accum = (int)actc__r_u32(r);
+    o->seed = actc__r_u64(r);
+    o->controller.adapt_interval = actc__r_u64(r);
+    o->controller.estimate_samples = (int)actc__r_u32(r);
+    o->controller.alert_fraction = actc__r_f64(r);
+    o->schedule.base_lr = o->lr;
+}
+
+/* What a checkpoint's writer knows beyond the model and optimizer. */
 typedef struct {
-    FILE *f;
-    uLong crc;
-    int failed;
-} writer;
+    const actc_trainer *t;     /* NULL: model (and optimizer) only         */
+    const char *note;
+} save_extra;
 
-static void w_bytes(writer *w, const void *p, size_t n)
+static void put_record(actc__wbuf *w, actc_model *m, actc_optim *o, const save_extra *x)
 {
-    if (w->failed || n == 0) return;
-    if (fwrite(p, 1, n, w->f) != n) {
-        w->failed = errno ? errno : EIO;
-        return;
+    field_str(w, F_MODEL, actc_model_name(m));
+    field_begin(w, F_CUSTOM, 4);
+    actc__w_u32(w, (uint32_t)actc_model_is_custom(m));
+    put_opts(w, actc_model_get_opts(m));
+    actc_tensor **st;
+    const int ns = actc_model_state(m, &st);
+    size_t bytes = 0;
+    for (int i = 0; i < ns; i++) bytes += 4 * st[i]->numel;
+    field_begin(w, F_N_PARAMS, 8);
+    actc__w_u64(w, actc_model_num_params(m));
+    field_begin(w, F_STATE_BYTES, 8);
+    actc__w_u64(w, bytes);
+    if (o) field_str(w, F_OPTIM, actc_optim_name(o));
+    if (x->t) {
+        field_str(w, F_POLICY, x->t->policy);
+        field_begin(w, F_POSITION, 24);
+        actc__w_u64(w, x->t->step);
+        actc__w_u64(w, x->t->epoch);
+        actc__w_u64(w, x->t->batch);
+        put_trainer(w, &x->t->o);
     }
-    w->crc = crc_update(w->crc, p, n);
-}
-static void w_u32(writer *w, uint32_t v)
-{
-    uint8_t b[4];
-    put_u32(b, v);
-    w_bytes(w, b, 4);
-}
-static void w_u64(writer *w, uint64_t v)
-{
-    uint8_t b[8];
-    put_u64(b, v);
-    w_bytes(w, b, 8);
-}
-static void w_name(writer *w, const char *s)
-{
-    size_t n = strnlen(s, sizeof ((actc_tensor *)0)->name);
-    w_u32(w, (uint32_t)n);
-    w_bytes(w, s, n);
-}
-static void w_tensor(writer *w, const actc_tensor *t)
-{
-    w_name(w, t->name);
-    w_u32(w, (uint32_t)t->ndim);
-    for (int i = 0; i < t->ndim; i++) w_u32(w, (uint32_t)t->shape[i]);
-    uint8_t buf[CONV_CHUNK * 4];
-    for (size_t i = 0; i < t->numel; i += CONV_CHUNK) {
-        size_t k = t->numel - i < CONV_CHUNK ? t->numel - i : CONV_CHUNK;
-        for (size_t j = 0; j < k; j++) put_f32(buf + 4 * j, t->data[i + j]);
-        w_bytes(w, buf, 4 * k);
-    }
-}
-static size_t tensor_bytes(const actc_tensor *t)
-{
-    return 4 + strnlen(t->name, sizeof t->name) + 4 + 4 * (size_t)t->ndim + 4 * t->numel;
+    if (x->note && x->note[0]) field_str(w, F_NOTE, x->note);
 }
 
-/* Check that every tensor to be written has data (a released tensor would be
- * a caller bug, better reported than dereferenced). */
+/* Parse a version-4 record into info (fields it lacks stay zero). */
+static int parse_record(const uint8_t *p, size_t n, actc_ckpt_info *info)
+{
+    actc__rbuf r = {p, 0, n, 0};
+    while (!r.bad && r.pos < r.end) {
+        const uint32_t tag = actc__r_u32(&r), len = actc__r_u32(&r);
+        const uint8_t *v = actc__r_take(&r, len);
+        if (!v) break;
+        actc__rbuf f = {v, 0, len, 0};
+        char str[ACTC_CKPT_NOTE_MAX];
+        int fixed = 0; /* expected length of a fixed-size field */
+        switch (tag) {
+        case F_MODEL:
+        case F_OPTIM:
+        case F_POLICY:
+        case F_NOTE: {
+            size_t cap = tag == F_MODEL ? sizeof info->model
+                       : tag == F_OPTIM ? sizeof info->optim
+                       : tag == F_POLICY ? sizeof info->policy : sizeof info->note;
+            if (len >= cap) return 0;
+            memcpy(str, v, len);
+            str[len] = '\0';
+            if (strlen(str) != len) return 0; /* no NUL inside */
+            memcpy(tag == F_MODEL ? info->model : tag == F_OPTIM ? info->optim : tag == F_POLICY ? info->policy : info->note,
+                   str, len + 1);
+            break;
+        }
+        case F_CUSTOM: fixed = 4; info->custom = actc__r_u32(&f) != 0; break;
+        case F_MODEL_OPTS: fixed = OPTS_BYTES; get_opts(&f, &info->model_opts); break;
+        case F_N_PARAMS: fixed = 8; info->n_params = (size_t)actc__r_u64(&f); break;
+        case F_STATE_BYTES: fixed = 8; (void)actc__r_u64(&f); break;
+        case F_POSITION:
+            fixed = 24;
+            info->step = actc__r_u64(&f);
+            info->epoch = actc__r_u64(&f);
+            info->batch_in_epoch = actc__r_u64(&f);
+            break;
+        case F_TRAINER: fixed = TRAINER_BYTES; get_trainer(&f, &info->trainer); info->has_trainer = 1; break;
+        default: break; /* a field of a later minor version: informative only */
+        }
+        if (fixed && (len != (uint32_t)fixed || f.bad)) return 0;
+    }
+    return !r.bad && info->model[0];
+}
+
+/* ---- writing ------------------------------------------------------------------ */
+
+static void w_tensor(actc__wbuf *w, const actc_tensor *t)
+{
+    actc__w_str(w, t->name);
+    actc__w_u32(w, (uint32_t)t->ndim);
+    for (int i = 0; i < t->ndim; i++) actc__w_u32(w, (uint32_t)t->shape[i]);
+    actc__w_floats(w, t->data, t->numel);
+}
+
+static void w_tensors(actc__wbuf *w, actc_tensor **ts, int n)
+{
+    actc__w_u32(w, (uint32_t)n);
+    for (int i = 0; i < n; i++) w_tensor(w, ts[i]);
+}
+
+/* The sections, written twice: counting (lens[] receives each section's
+ * length) and then for real (lens[] gives them). */
+typedef struct {
+    int counting;
+    uint64_t lens[4];
+    int k;
+    size_t start;
+} sections;
+
+static void section_begin(actc__wbuf *w, sections *sc, uint32_t tag)
+{
+    actc__w_u32(w, tag);
+    actc__w_u64(w, sc->counting ? 0 : sc->lens[sc->k]);
+    sc->start = w->len;
+}
+
+static void section_end(actc__wbuf *w, sections *sc)
+{
+    if (sc->counting) sc->lens[sc->k] = w->len - sc->start;
+    sc->k++;
+}
+
+static actc_status put_sections(actc__wbuf *w, sections *sc, actc_model *m, actc_optim *o, const save_extra *x)
+{
+    actc_tensor **ms = NULL, **os = NULL;
+    const int nm = actc_model_state(m, &ms);
+    sc->k = 0;
+    section_begin(w, sc, S_MODEL);
+    w_tensors(w, ms, nm);
+    section_end(w, sc);
+    if (o) {
+        const int no = actc_optim_state(o, &os); /* creates any state not made yet */
+        if (no < 0) return actc_last_status();
+        section_begin(w, sc, S_OPTIM);
+        actc__w_str(w, actc_optim_name(o));
+        actc__w_u64(w, actc_optim_steps(o));
+        w_tensors(w, os, no);
+        section_end(w, sc);
+    }
+    if (x->t) {
+        const actc_policy *p = x->t->ctx->policy;
+        section_begin(w, sc, S_POLICY);
+        actc__w_str(w, x->t->policy);
+        actc_status s = p && p->save_state ? p->save_state(p, w) : ACTC_OK;
+        if (s != ACTC_OK) return s;
+        section_end(w, sc);
+        section_begin(w, sc, S_CONTROLLER);
+        if ((s = actc__controller_save(x->t->ctrl, w)) != ACTC_OK) return s;
+        section_end(w, sc);
+    }
+    return ACTC_OK;
+}
+
+/* Every tensor to be written must have data (a released tensor would be a
+ * caller bug, better reported than dereferenced). */
 static actc_status check_tensors(const char *path, actc_tensor **ts, int n, const char *what)
 {
     for (int i = 0; i < n; i++)
         if (!ts[i] || !ts[i]->data)
-            return actc_set_error(ACTC_ERR_STATE, "checkpoint %s: %s tensor %d has no data", path,
-                                  what, i);
+            return actc_set_error(ACTC_ERR_STATE, "checkpoint %s: %s tensor %d has no data", path, what, i);
     return ACTC_OK;
+}
+
+typedef struct {
+    FILE *f;
+    uLong crc;
+    int err;
+} file_sink;
+
+static int to_file(void *ctx, const void *p, size_t n)
+{
+    file_sink *fs = ctx;
+    if (fwrite(p, 1, n, fs->f) != n) {
+        fs->err = errno ? errno : EIO;
+        return -1;
+    }
+    fs->crc = crc_update(fs->crc, p, n);
+    return 0;
 }
 
 static void fsync_dir_of(const char *path)
@@ -222,81 +370,85 @@ static void fsync_dir_of(const char *path)
     free(dir);
 }
 
-actc_status actc_checkpoint_save(const char *path, actc_model *m, actc_optim *o,
-                                 const actc_ckpt_meta *meta)
+static char *tmp_name(const char *path)
 {
-    if (!path || !m) return actc_set_error(ACTC_ERR_INVALID, "actc_checkpoint_save: path or model is NULL");
-    actc_ckpt_meta md;
-    if (meta) md = *meta;
-    else memset(&md, 0, sizeof md);
-    /* The names in the file are the objects' own, whatever meta says: peek
-     * must tell the truth about what the file holds. */
-    const char *mname = actc_model_name(m);
-    if (strlen(mname) >= sizeof md.model)
-        return actc_set_error(ACTC_ERR_INVALID, "checkpoint %s: model name '%s' is too long", path, mname);
-    snprintf(md.model, sizeof md.model, "%s", mname);
-    snprintf(md.optim, sizeof md.optim, "%s", o ? actc_optim_name(o) : "");
+    size_t n = strlen(path);
+    char *tmp = malloc(n + 5);
+    if (tmp) {
+        memcpy(tmp, path, n);
+        memcpy(tmp + n, ".tmp", 5);
+    }
+    return tmp;
+}
 
-    actc_tensor **ms = NULL, **os = NULL;
-    int nm = actc_model_state(m, &ms), no = 0;
+static actc_status save(const char *path, actc_model *m, actc_optim *o, const save_extra *x)
+{
+    if (!path || !m) return actc_set_error(ACTC_ERR_INVALID, "checkpoint: path or model is NULL");
+    if (strlen(actc_model_name(m)) >= sizeof ((actc_ckpt_info *)0)->model)
+        return actc_set_error(ACTC_ERR_INVALID, "checkpoint %s: model name '%s' is too long", path, actc_model_name(m));
+    if (x->note && strlen(x->note) >= ACTC_CKPT_NOTE_MAX)
+        return actc_set_error(ACTC_ERR_INVALID, "checkpoint %s: the note is over %d bytes", path, ACTC_CKPT_NOTE_MAX - 1);
+    actc_tensor **ms;
+    int nm = actc_model_state(m, &ms);
     actc_status s = check_tensors(path, ms, nm, "model");
     if (s != ACTC_OK) return s;
     if (o) {
-        no = actc_optim_state(o, &os); /* creates any state not made yet */
+        actc_tensor **os;
+        int no = actc_optim_state(o, &os);
         if (no < 0) return actc_last_status();
-        s = check_tensors(path, os, no, "optimizer");
-        if (s != ACTC_OK) return s;
+        if ((s = check_tensors(path, os, no, "optimizer")) != ACTC_OK) return s;
     }
 
-    size_t total = HEADER_BYTES + 4;
-    for (int i = 0; i < nm; i++) total += tensor_bytes(ms[i]);
-    total += 4;
-    if (o) {
-        total += 4 + strlen(actc_optim_name(o)) + 8 + 4;
-        for (int i = 0; i < no; i++) total += tensor_bytes(os[i]);
+    /* The header (record included) in memory; the sections counted. */
+    actc__wbuf rec = {0};
+    put_record(&rec, m, o, x);
+    sections sc = {.counting = 1};
+    actc__wbuf count = {.count_only = 1};
+    if (!rec.failed) s = put_sections(&count, &sc, m, o, x);
+    if (rec.failed || count.failed) s = actc_set_error(ACTC_ERR_OOM, "out of memory writing checkpoint %s", path);
+    if (s != ACTC_OK) {
+        actc__wbuf_free(&rec);
+        return s;
     }
-    total += 4;
+    const uint64_t total = 24 + rec.len + 4 + count.len + 4;
+    uint8_t head[24];
+    memcpy(head, CKPT_MAGIC, 8);
+    actc__put_u32(head + 8, CKPT_VERSION);
+    actc__put_u64(head + 12, total);
+    actc__put_u32(head + 20, (uint32_t)rec.len);
 
-    size_t plen = strlen(path);
-    char *tmp = malloc(plen + 5);
-    if (!tmp) return actc_set_error(ACTC_ERR_OOM, "out of memory for a file name");
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp", 5);
+    char *tmp = tmp_name(path);
+    if (!tmp) {
+        actc__wbuf_free(&rec);
+        return actc_set_error(ACTC_ERR_OOM, "out of memory for a file name");
+    }
     FILE *f = fopen(tmp, "wb");
     if (!f) {
         s = actc_set_error(ACTC_ERR_IO, "cannot write checkpoint %s: %s", tmp, strerror(errno));
+        actc__wbuf_free(&rec);
         free(tmp);
         return s;
     }
-    writer w = {f, crc32(0L, Z_NULL, 0), 0};
     errno = 0;
-    uint8_t hdr[HEADER_BYTES];
-    memcpy(hdr, CKPT_MAGIC, 8);
-    put_u32(hdr + 8, CKPT_VERSION);
-    put_u64(hdr + 12, (uint64_t)total);
-    encode_meta(hdr + 20, &md);
-    w_bytes(&w, hdr, sizeof hdr);
-    w_u32(&w, (uint32_t)nm);
-    for (int i = 0; i < nm; i++) w_tensor(&w, ms[i]);
-    w_u32(&w, o ? 1u : 0u);
-    if (o) {
-        w_name(&w, actc_optim_name(o));
-        w_u64(&w, actc_optim_steps(o));
-        w_u32(&w, (uint32_t)no);
-        for (int i = 0; i < no; i++) w_tensor(&w, os[i]);
-    }
-    uint8_t crcb[4];
-    put_u32(crcb, (uint32_t)w.crc);
-    w_bytes(&w, crcb, 4);
-
-    int err = w.failed;
-    if (!err && fflush(f) != 0) err = errno;
-    if (!err && fsync(fileno(f)) != 0) err = errno;
+    file_sink fs = {f, crc32(0L, Z_NULL, 0), 0};
+    actc__wbuf w = {.sink = to_file, .sink_ctx = &fs};
+    actc__w_bytes(&w, head, sizeof head);
+    actc__w_bytes(&w, rec.p, rec.len);
+    actc__w_u32(&w, (uint32_t)fs.crc); /* the header's CRC */
+    actc__wbuf_free(&rec);
+    sc.counting = 0;
+    if (!w.failed) s = put_sections(&w, &sc, m, o, x);
+    actc__w_u32(&w, (uint32_t)fs.crc);
+    int err = s != ACTC_OK ? 0 : w.failed ? (fs.err ? fs.err : ENOMEM) : 0;
+    if (s == ACTC_OK && !err && w.len != total) err = EIO; /* the state changed between the passes */
+    if (s == ACTC_OK && !err && fflush(f) != 0) err = errno;
+    if (s == ACTC_OK && !err && fsync(fileno(f)) != 0) err = errno;
     if (fclose(f) != 0 && !err) err = errno;
-    if (!err && rename(tmp, path) != 0) err = errno;
-    if (err) {
+    if (s == ACTC_OK && !err && rename(tmp, path) != 0) err = errno;
+    if (s != ACTC_OK || err) {
         unlink(tmp);
-        s = actc_set_error(ACTC_ERR_IO, "cannot write checkpoint %s: %s", path, strerror(err));
+        if (err) s = actc_set_error(ACTC_ERR_IO, "cannot write checkpoint %s: %s (the previous file, if any, is kept)",
+                                    path, strerror(err));
         free(tmp);
         return s;
     }
@@ -305,117 +457,20 @@ actc_status actc_checkpoint_save(const char *path, actc_model *m, actc_optim *o,
     return ACTC_OK;
 }
 
-/* ---- reading -------------------------------------------------------------- */
-
-/* Check magic, version and declared length of the first `have` bytes of a
- * file of `size` bytes; *declared receives the length, *version the format
- * version (2 or 3). */
-static actc_status check_header(const char *path, const uint8_t *b, size_t have, size_t size,
-                                uint64_t *declared, uint32_t *version)
+actc_status actc_checkpoint_save(const char *path, actc_model *m, actc_optim *o, const char *note)
 {
-    size_t mlen = have < 8 ? have : 8;
-    if (memcmp(b, CKPT_MAGIC, mlen) != 0)
-        return actc_set_error(ACTC_ERR_FORMAT, "%s is not an actc checkpoint (bad magic)", path);
-    if (have < 12)
-        return actc_set_error(ACTC_ERR_FORMAT, "%s is truncated (%zu bytes, not even a header)", path,
-                              size);
-    uint32_t v = get_u32(b + 8);
-    if (v != CKPT_VERSION && v != 2u)
-        return actc_set_error(ACTC_ERR_FORMAT,
-                              "%s is a version %u checkpoint; this build reads versions 2 and %u", path,
-                              (unsigned)v, CKPT_VERSION);
-    *version = v;
-    if (have < (size_t)HEADER_BYTES_V(v))
-        return actc_set_error(ACTC_ERR_FORMAT, "%s is truncated (%zu bytes, not even a header)", path,
-                              size);
-    *declared = get_u64(b + 12);
-    if (*declared < (uint64_t)HEADER_BYTES_V(v) + 12)
-        return actc_set_error(ACTC_ERR_FORMAT, "%s is corrupted: impossible length %llu in its header",
-                              path, (unsigned long long)*declared);
-    if (size < *declared)
-        return actc_set_error(ACTC_ERR_FORMAT, "%s is truncated: %zu of %llu bytes", path, size,
-                              (unsigned long long)*declared);
-    if (size > *declared)
-        return actc_set_error(ACTC_ERR_FORMAT,
-                              "%s is corrupted: %zu bytes where its header declares %llu", path, size,
-                              (unsigned long long)*declared);
-    return ACTC_OK;
+    save_extra x = {NULL, note};
+    return save(path, m, o, &x);
 }
 
-static FILE *open_for_read(const char *path, size_t *size, actc_status *s)
+actc_status actc_trainer_save(actc_trainer *t, const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        *s = actc_set_error(ACTC_ERR_IO, "cannot open checkpoint %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0) {
-        *s = actc_set_error(ACTC_ERR_IO, "cannot read checkpoint %s: %s", path, strerror(errno));
-        fclose(f);
-        return NULL;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        *s = actc_set_error(ACTC_ERR_IO, "cannot read checkpoint %s: not a regular file", path);
-        fclose(f);
-        return NULL;
-    }
-    *size = (size_t)st.st_size;
-    *s = ACTC_OK;
-    return f;
+    if (!t) return actc_set_error(ACTC_ERR_INVALID, "actc_trainer_save: trainer is NULL");
+    save_extra x = {t, t->note};
+    return save(path, t->m, t->opt, &x);
 }
 
-actc_status actc_checkpoint_peek(const char *path, actc_ckpt_meta *meta)
-{
-    if (!path || !meta) return actc_set_error(ACTC_ERR_INVALID, "actc_checkpoint_peek: NULL argument");
-    size_t size;
-    actc_status s;
-    FILE *f = open_for_read(path, &size, &s);
-    if (!f) return s;
-    uint8_t hdr[HEADER_BYTES];
-    size_t have = fread(hdr, 1, sizeof hdr, f);
-    int rerr = ferror(f);
-    fclose(f);
-    if (rerr) return actc_set_error(ACTC_ERR_IO, "cannot read checkpoint %s", path);
-    uint64_t declared;
-    uint32_t version;
-    /* Also compares the file size with the declared length: a cut file is
-     * reported here already, before the caller builds a model for it. */
-    s = check_header(path, hdr, have, size, &declared, &version);
-    if (s != ACTC_OK) return s;
-    decode_meta(meta, hdr + 20, SETTINGS_BYTES(version));
-    return ACTC_OK;
-}
-
-/* Bounds-checked cursor over the file image.  After the CRC passed, running
- * off the end means the writer and reader disagree (or a forged CRC): a
- * format error, not a truncation. */
-typedef struct {
-    const uint8_t *b;
-    size_t pos, end;
-    int bad;
-} reader;
-
-static const uint8_t *r_take(reader *r, size_t n)
-{
-    if (r->bad || n > r->end - r->pos) {
-        r->bad = 1;
-        return NULL;
-    }
-    const uint8_t *p = r->b + r->pos;
-    r->pos += n;
-    return p;
-}
-static uint32_t r_u32(reader *r)
-{
-    const uint8_t *p = r_take(r, 4);
-    return p ? get_u32(p) : 0;
-}
-static uint64_t r_u64(reader *r)
-{
-    const uint8_t *p = r_take(r, 8);
-    return p ? get_u64(p) : 0;
-}
+/* ---- reading: the file ------------------------------------------------------------ */
 
 /* A tensor record as found in the file; data points into the file image. */
 typedef struct {
@@ -426,68 +481,377 @@ typedef struct {
     const uint8_t *data;
 } rec;
 
-static int r_name(reader *r, char *dst, size_t cap)
+/* A whole file, checked and parsed. */
+typedef struct {
+    const char *path;
+    uint8_t *buf;              /* the file (SCRATCH)                          */
+    size_t size;
+    actc_ckpt_info info;
+    rec *mrec, *orec;
+    int nm, no;
+    int has_optim;
+    uint64_t osteps;
+    const uint8_t *policy, *controller; /* section payloads (NULL: absent)  */
+    size_t policy_len, controller_len;
+    char policy_spec[64];
+} ckpt;
+
+static actc_status load_whole(const char *path, ckpt *c);
+
+static void ckpt_free(ckpt *c)
 {
-    uint32_t n = r_u32(r);
-    if (n >= cap) {
-        r->bad = 1;
-        return 0;
-    }
-    const uint8_t *p = r_take(r, n);
-    if (!p) return 0;
-    memcpy(dst, p, n);
-    dst[n] = '\0';
-    return 1;
+    free(c->mrec);
+    free(c->orec);
+    actc_mem_free(c->buf);
+    c->buf = NULL;
+    c->mrec = c->orec = NULL;
 }
 
-static int r_tensor(reader *r, rec *t)
+static FILE *open_for_read(const char *path, size_t *size, actc_status *s)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        *s = actc_set_error(ACTC_ERR_IO, "cannot open checkpoint %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        *s = actc_set_error(ACTC_ERR_IO, "cannot read checkpoint %s: %s", path,
+                            S_ISREG(st.st_mode) ? strerror(errno) : "not a regular file");
+        fclose(f);
+        return NULL;
+    }
+    *size = (size_t)st.st_size;
+    *s = ACTC_OK;
+    return f;
+}
+
+/* ---- versions 2 and 3 ---- */
+
+#define V3_META_FIXED (32 + 16 + 64 + 4 * 8 + 4 + 8 * 4 + 4 * 4)
+#define V3_SETTINGS(v) ((v) == 2u ? 256 : 512)
+#define V3_HEADER(v) (8 + 4 + 8 + V3_META_FIXED + V3_SETTINGS(v))
+
+/* --NAME=V of an old file's settings text: the int (-1 if absent). */
+static int setting_int(const char *settings, const char *name)
+{
+    char key[32];
+    snprintf(key, sizeof key, "--%s=", name);
+    for (const char *p = strstr(settings, key); p; p = strstr(p + 1, key))
+        if (p == settings || p[-1] == ' ') {
+            char *end;
+            long v = strtol(p + strlen(key), &end, 10);
+            return v >= 0 && v <= INT_MAX && (*end == ' ' || !*end) ? (int)v : -1;
+        }
+    return -1;
+}
+
+static void copy_field(char *dst, const uint8_t *b, size_t cap)
+{
+    memcpy(dst, b, cap);
+    dst[cap - 1] = '\0'; /* a corrupt field must not run off the end */
+}
+
+/* The header of a version 2 or 3 file into info. */
+static void legacy_info(const uint8_t *b, uint32_t v, actc_ckpt_info *info)
+{
+    const uint8_t *m = b + 20;
+    info->version = v;
+    copy_field(info->model, m, 32);
+    copy_field(info->optim, m + 32, 16);
+    copy_field(info->policy, m + 48, 64);
+    info->epoch = actc__get_u64(m + 112);
+    info->step = actc__get_u64(m + 120);
+    info->batch_in_epoch = actc__get_u64(m + 128);
+    const size_t cap = V3_SETTINGS(v) < sizeof info->note ? V3_SETTINGS(v) : sizeof info->note;
+    copy_field(info->note, m + 196, cap);
+    /* The shape: input and classes from the header, the rest from the
+     * settings the command wrote ("--width=64 --layers=6 ..."). */
+    actc_model_opts *o = &info->model_opts;
+    *o = actc_model_default_opts();
+    const int32_t in[3] = {(int32_t)actc__get_u32(m + 180), (int32_t)actc__get_u32(m + 184),
+                           (int32_t)actc__get_u32(m + 188)};
+    const int32_t classes = (int32_t)actc__get_u32(m + 192);
+    if (in[0] > 0 && in[1] > 0 && in[2] > 0) {
+        o->in_channels = in[0];
+        o->in_h = in[1];
+        o->in_w = in[2];
+    }
+    if (classes > 0) o->num_classes = classes;
+    int x;
+    if ((x = setting_int(info->note, "width")) > 0) o->width = x;
+    if ((x = setting_int(info->note, "layers")) > 0) o->n_layers = x;
+    if ((x = setting_int(info->note, "heads")) > 0) o->n_heads = x;
+    if ((x = setting_int(info->note, "context")) > 0) o->context = x;
+    if ((x = setting_int(info->note, "vocab")) > 0) o->vocab = x;
+    const char *a = strstr(info->note, "--attention=");
+    if (a && !strncmp(a + 12, "naive", 5)) o->attention = ACTC_ATTN_NAIVE;
+    const uint64_t seed = actc__get_u64(m + 136);
+    o->seed = seed;
+    info->trainer = actc_trainer_default_opts();
+    info->trainer.seed = seed;
+}
+
+/* ---- the header ---- */
+
+/* Check the first `have` bytes of a file of `size` bytes: magic, version,
+ * declared length (and a version-4 header's own CRC when it is all there:
+ * *hdr_len receives how many bytes the header takes). */
+static actc_status check_header(const char *path, const uint8_t *b, size_t have, size_t size, uint32_t *version,
+                                size_t *hdr_len)
+{
+    if (memcmp(b, CKPT_MAGIC, have < 8 ? have : 8) != 0)
+        return actc_set_error(ACTC_ERR_FORMAT, "%s is not an actc checkpoint (bad magic)", path);
+    if (have < 24) return actc_set_error(ACTC_ERR_FORMAT, "%s is truncated (%zu bytes, not even a header)", path, size);
+    const uint32_t v = actc__get_u32(b + 8);
+    if (v != CKPT_VERSION && v != 3u && v != 2u)
+        return actc_set_error(ACTC_ERR_FORMAT, "%s is a version %u checkpoint; this build reads versions 2 to %u", path,
+                              (unsigned)v, CKPT_VERSION);
+    *version = v;
+    const uint64_t declared = actc__get_u64(b + 12);
+    const uint64_t least = v == CKPT_VERSION ? 24 + 4 + 4 : (uint64_t)V3_HEADER(v) + 12;
+    if (declared < least)
+        return actc_set_error(ACTC_ERR_FORMAT, "%s is corrupted: impossible length %llu in its header", path,
+                              (unsigned long long)declared);
+    if (size < declared)
+        return actc_set_error(ACTC_ERR_FORMAT, "%s is truncated: %zu of %llu bytes", path, size,
+                              (unsigned long long)declared);
+    if (size > declared)
+        return actc_set_error(ACTC_ERR_FORMAT, "%s is corrupted: %zu bytes where its header declares %llu", path, size,
+                              (unsigned long long)declared);
+    if (v != CKPT_VERSION) {
+        *hdr_len = V3_HEADER(v);
+        return ACTC_OK;
+    }
+    const uint32_t R = actc__get_u32(b + 20);
+    if ((uint64_t)R + 24 + 4 + 4 > declared)
+        return actc_set_error(ACTC_ERR_FORMAT, "%s is corrupted: its record (%u bytes) is longer than the file", path,
+                              (unsigned)R);
+    *hdr_len = 24 + (size_t)R + 4;
+    if (have < *hdr_len) return ACTC_OK; /* the caller reads the rest */
+    if ((uint32_t)crc_update(crc32(0L, Z_NULL, 0), b, 24 + R) != actc__get_u32(b + 24 + R))
+        return actc_set_error(ACTC_ERR_FORMAT, "checksum mismatch in the header: %s is corrupted", path);
+    return ACTC_OK;
+}
+
+static actc_status info_from_header(const char *path, const uint8_t *b, uint32_t v, actc_ckpt_info *info)
+{
+    memset(info, 0, sizeof *info);
+    if (v != CKPT_VERSION) {
+        legacy_info(b, v, info);
+        return ACTC_OK;
+    }
+    info->version = v;
+    info->model_opts = actc_model_default_opts();
+    info->trainer = actc_trainer_default_opts();
+    if (!parse_record(b + 24, actc__get_u32(b + 20), info))
+        return actc_set_error(ACTC_ERR_FORMAT, "%s is malformed: its record cannot be read", path);
+    return ACTC_OK;
+}
+
+/* Point the trainer options' strings at the info's own arrays. */
+static void fix_strings(actc_ckpt_info *info)
+{
+    info->trainer.policy = info->policy[0] ? info->policy : "none";
+    info->trainer.optim = info->optim[0] ? info->optim : "sgd";
+}
+
+actc_status actc_checkpoint_info(const char *path, actc_ckpt_info *info)
+{
+    if (!path || !info) return actc_set_error(ACTC_ERR_INVALID, "actc_checkpoint_info: NULL argument");
+    size_t size;
+    actc_status s;
+    FILE *f = open_for_read(path, &size, &s);
+    if (!f) return s;
+    uint8_t head[24];
+    size_t have = fread(head, 1, sizeof head, f);
+    uint32_t v = 0;
+    size_t hlen = 0;
+    uint8_t *hdr = NULL;
+    if ((s = check_header(path, head, have, size, &v, &hlen)) != ACTC_OK) goto out;
+    if (v != CKPT_VERSION) {
+        /* Old files have no header checksum: check the whole file's. */
+        fclose(f);
+        f = NULL;
+        ckpt c;
+        if ((s = load_whole(path, &c)) != ACTC_OK) return s;
+        *info = c.info;
+        ckpt_free(&c);
+        fix_strings(info);
+        return ACTC_OK;
+    }
+    if (!(hdr = malloc(hlen))) {
+        s = actc_set_error(ACTC_ERR_OOM, "out of memory reading checkpoint %s", path);
+        goto out;
+    }
+    memcpy(hdr, head, sizeof head);
+    if (fread(hdr + sizeof head, 1, hlen - sizeof head, f) != hlen - sizeof head) {
+        s = actc_set_error(ACTC_ERR_IO, "cannot read checkpoint %s", path);
+        goto out;
+    }
+    if ((s = check_header(path, hdr, hlen, size, &v, &hlen)) != ACTC_OK) goto out;
+    if ((s = info_from_header(path, hdr, v, info)) == ACTC_OK) fix_strings(info);
+out:
+    free(hdr);
+    if (f) fclose(f);
+    return s;
+}
+
+/* ---- the sections ---- */
+
+static int r_tensor(actc__rbuf *r, rec *t)
 {
     memset(t, 0, sizeof *t);
-    if (!r_name(r, t->name, sizeof t->name)) return 0;
-    uint32_t nd = r_u32(r);
-    if (r->bad || nd > ACTC_MAX_DIMS) {
-        r->bad = 1;
-        return 0;
-    }
+    if (!actc__r_str(r, t->name, sizeof t->name)) return 0;
+    const uint32_t nd = actc__r_u32(r);
+    if (r->bad || nd > ACTC_MAX_DIMS) return 0;
     t->ndim = (int)nd;
     t->numel = 1;
     for (uint32_t i = 0; i < nd; i++) {
-        uint32_t d = r_u32(r);
-        if (d > 0x7fffffffu) r->bad = 1;
+        const uint32_t d = actc__r_u32(r);
+        if (d > 0x7fffffffu) return 0;
         t->shape[i] = (int)d;
-        t->numel *= d;
         /* No overflow: the data must fit in the file anyway. */
-        if (t->numel > r->end) r->bad = 1;
+        if (!actc__mul_size(t->numel, d, &t->numel) || t->numel > r->end) return 0;
     }
-    if (r->bad) return 0;
-    t->data = r_take(r, 4 * t->numel);
+    t->data = actc__r_take(r, 4 * t->numel);
     return t->data != NULL;
 }
+
+/* A count and that many tensor records into a new array. */
+static actc_status r_tensors(actc__rbuf *r, const char *path, rec **out, int *n)
+{
+    const uint32_t cnt = actc__r_u32(r);
+    *out = NULL;
+    /* Each record takes at least 8 bytes: bounds the allocation. */
+    if (r->bad || cnt > (r->end - r->pos) / 8)
+        return actc_set_error(ACTC_ERR_FORMAT, "%s is malformed: bad tensor count", path);
+    rec *recs = calloc((size_t)cnt + 1, sizeof *recs);
+    if (!recs) return actc_set_error(ACTC_ERR_OOM, "out of memory reading checkpoint %s", path);
+    for (uint32_t i = 0; i < cnt; i++)
+        if (!r_tensor(r, &recs[i])) {
+            free(recs);
+            return actc_set_error(ACTC_ERR_FORMAT, "%s is malformed: tensor record %u is invalid", path, (unsigned)i);
+        }
+    *out = recs;
+    *n = (int)cnt;
+    return ACTC_OK;
+}
+
+static actc_status r_optim(actc__rbuf *r, ckpt *c)
+{
+    if (!actc__r_str(r, c->info.optim, sizeof c->info.optim))
+        return actc_set_error(ACTC_ERR_FORMAT, "%s is malformed: bad optimizer name", c->path);
+    c->osteps = actc__r_u64(r);
+    c->has_optim = 1;
+    return r_tensors(r, c->path, &c->orec, &c->no);
+}
+
+static actc_status parse_legacy(ckpt *c, uint32_t v)
+{
+    actc__rbuf r = {c->buf, V3_HEADER(v), c->size - 4, 0};
+    actc_status s = r_tensors(&r, c->path, &c->mrec, &c->nm);
+    if (s != ACTC_OK) return s;
+    const uint32_t has_opt = actc__r_u32(&r);
+    if (has_opt == 1 && (s = r_optim(&r, c)) != ACTC_OK) return s;
+    if (r.bad || has_opt > 1 || r.pos != r.end)
+        return actc_set_error(ACTC_ERR_FORMAT, "%s is malformed: unexpected layout after the tensors", c->path);
+    return ACTC_OK;
+}
+
+static actc_status parse_sections(ckpt *c, size_t from)
+{
+    actc__rbuf r = {c->buf, from, c->size - 4, 0};
+    int seen = 0;
+    while (!r.bad && r.pos < r.end) {
+        const uint32_t tag = actc__r_u32(&r);
+        const uint64_t len = actc__r_u64(&r);
+        if (r.bad || len > r.end - r.pos) break;
+        if (tag < S_MODEL || tag > S_CONTROLLER || (seen & (1 << tag)))
+            return actc_set_error(ACTC_ERR_FORMAT, "%s has a section (%u) this build does not know or twice: written "
+                                                   "by a later actc?",
+                                  c->path, (unsigned)tag);
+        seen |= 1 << tag;
+        actc__rbuf s = {c->buf, r.pos, r.pos + (size_t)len, 0};
+        actc__r_take(&r, (size_t)len);
+        actc_status st = ACTC_OK;
+        switch (tag) {
+        case S_MODEL: st = r_tensors(&s, c->path, &c->mrec, &c->nm); break;
+        case S_OPTIM: st = r_optim(&s, c); break;
+        case S_POLICY:
+            if (!actc__r_str(&s, c->policy_spec, sizeof c->policy_spec)) s.bad = 1;
+            c->policy = c->buf + s.pos;
+            c->policy_len = s.end - s.pos;
+            s.pos = s.end;
+            break;
+        default:
+            c->controller = c->buf + s.pos;
+            c->controller_len = s.end - s.pos;
+            s.pos = s.end;
+        }
+        if (st != ACTC_OK) return st;
+        if (s.bad || s.pos != s.end)
+            return actc_set_error(ACTC_ERR_FORMAT, "%s is malformed: section %u", c->path, (unsigned)tag);
+    }
+    if (r.bad || r.pos != r.end || !(seen & (1 << S_MODEL)))
+        return actc_set_error(ACTC_ERR_FORMAT, "%s is malformed: bad section layout", c->path);
+    return ACTC_OK;
+}
+
+/* Read the whole file, check it, parse it. */
+static actc_status load_whole(const char *path, ckpt *c)
+{
+    memset(c, 0, sizeof *c);
+    c->path = path;
+    actc_status s;
+    FILE *f = open_for_read(path, &c->size, &s);
+    if (!f) return s;
+    /* The file image is as large as the model: accounted as SCRATCH so that
+     * a budget gives a clean OOM instead of an unaccounted spike. */
+    if (!(c->buf = actc_mem_alloc(ACTC_MEM_SCRATCH, c->size))) {
+        fclose(f);
+        return actc_last_status();
+    }
+    size_t got = c->size ? fread(c->buf, 1, c->size, f) : 0;
+    int rerr = ferror(f);
+    fclose(f);
+    uint32_t v = 0;
+    size_t hlen = 0;
+    if (rerr || got != c->size) s = actc_set_error(ACTC_ERR_IO, "cannot read checkpoint %s", path);
+    else s = check_header(path, c->buf, c->size, c->size, &v, &hlen);
+    if (s == ACTC_OK && (uint32_t)crc_update(crc32(0L, Z_NULL, 0), c->buf, c->size - 4) !=
+                            actc__get_u32(c->buf + c->size - 4))
+        s = actc_set_error(ACTC_ERR_FORMAT, "checksum mismatch: %s is corrupted", path);
+    if (s == ACTC_OK) s = info_from_header(path, c->buf, v, &c->info);
+    if (s == ACTC_OK) s = v == CKPT_VERSION ? parse_sections(c, hlen) : parse_legacy(c, v);
+    if (s != ACTC_OK) ckpt_free(c);
+    return s;
+}
+
+/* ---- matching and copying ---- */
 
 static void rec_shape_str(const rec *t, char *buf, size_t cap)
 {
     actc_tensor tmp;
+    memset(&tmp, 0, sizeof tmp);
     tmp.ndim = t->ndim;
     memcpy(tmp.shape, t->shape, sizeof tmp.shape);
     actc_shape_str(&tmp, buf, cap);
 }
 
 /* Compare the records with the live tensors: same count, names, shapes. */
-static actc_status match_tensors(const char *path, const char *what, const rec *recs, int nrec,
-                                 actc_tensor **ts, int nt)
+static actc_status match_tensors(const char *path, const char *what, const rec *recs, int nrec, actc_tensor **ts,
+                                 int nt)
 {
     if (nrec != nt)
-        return actc_set_error(ACTC_ERR_INVALID, "checkpoint %s holds %d %s tensors, expected %d", path,
-                              nrec, what, nt);
+        return actc_set_error(ACTC_ERR_INVALID, "checkpoint %s holds %d %s tensors, expected %d", path, nrec, what, nt);
     for (int i = 0; i < nt; i++) {
         const rec *r = &recs[i];
         const actc_tensor *t = ts[i];
         if (!t || !t->data)
-            return actc_set_error(ACTC_ERR_STATE, "checkpoint %s: %s tensor %d has no data", path,
-                                  what, i);
+            return actc_set_error(ACTC_ERR_STATE, "checkpoint %s: %s tensor %d has no data", path, what, i);
         if (r->name[0] && t->name[0] && strcmp(r->name, t->name) != 0)
-            return actc_set_error(ACTC_ERR_INVALID,
-                                  "checkpoint %s: %s tensor %d is '%s' in the file but '%s' here",
+            return actc_set_error(ACTC_ERR_INVALID, "checkpoint %s: %s tensor %d is '%s' in the file but '%s' here",
                                   path, what, i, r->name, t->name);
         int same = r->ndim == t->ndim;
         for (int k = 0; same && k < r->ndim; k++) same = r->shape[k] == t->shape[k];
@@ -495,144 +859,175 @@ static actc_status match_tensors(const char *path, const char *what, const rec *
             char a[64], b[64];
             rec_shape_str(r, a, sizeof a);
             actc_shape_str(t, b, sizeof b);
-            return actc_set_error(ACTC_ERR_INVALID,
-                                  "checkpoint %s: %s tensor %d (%s) has shape %s in the file, %s here", path,
-                                  what, i, t->name[0] ? t->name : r->name, a, b);
+            return actc_set_error(ACTC_ERR_INVALID, "checkpoint %s: %s tensor %d (%s) has shape %s in the file, %s here",
+                                  path, what, i, t->name[0] ? t->name : r->name, a, b);
         }
     }
     return ACTC_OK;
 }
 
-static void copy_in(actc_tensor *t, const rec *r)
+/* Check that c holds m's state (and o's when o is not NULL): nothing is
+ * changed. */
+static actc_status match(ckpt *c, actc_model *m, actc_optim *o, actc_tensor ***os, int *no)
 {
-    for (size_t i = 0; i < t->numel; i++) t->data[i] = get_f32(r->data + 4 * i);
+    const char *path = c->path;
+    if (strcmp(c->info.model, actc_model_name(m)) != 0)
+        return actc_set_error(ACTC_ERR_INVALID, "checkpoint %s holds model %s, not %s", path, c->info.model,
+                              actc_model_name(m));
+    actc_tensor **ms;
+    int nm = actc_model_state(m, &ms);
+    actc_status s = match_tensors(path, "model", c->mrec, c->nm, ms, nm);
+    if (s != ACTC_OK || !o) return s;
+    if (!c->has_optim) return actc_set_error(ACTC_ERR_INVALID, "checkpoint %s holds no optimizer state", path);
+    if (strcmp(c->info.optim, actc_optim_name(o)) != 0)
+        return actc_set_error(ACTC_ERR_INVALID, "checkpoint %s holds %s optimizer state, not %s", path, c->info.optim,
+                              actc_optim_name(o));
+    /* Allocating zero state is not a visible change (zero momentum and
+     * moments are the initial state), so it may precede the checks. */
+    *no = actc_optim_state(o, os);
+    if (*no < 0) return actc_last_status();
+    return match_tensors(path, "optimizer", c->orec, c->no, *os, *no);
 }
 
-/* Parse a count and that many tensor records into a new array (*out). */
-static actc_status read_records(reader *r, const char *path, rec **out, int *n)
+static void copy_in(actc_tensor *t, const rec *r) { actc__get_floats(t->data, r->data, t->numel); }
+
+static void commit(ckpt *c, actc_model *m, actc_optim *o, actc_tensor **os, int no)
 {
-    uint32_t cnt = r_u32(r);
-    /* Each record takes at least 12 bytes: bounds the allocation. */
-    if (r->bad || cnt > (r->end - r->pos) / 12) {
-        *out = NULL;
-        return actc_set_error(ACTC_ERR_FORMAT, "%s is malformed: bad tensor count", path);
+    actc_tensor **ms;
+    const int nm = actc_model_state(m, &ms);
+    for (int i = 0; i < nm; i++) copy_in(ms[i], &c->mrec[i]);
+    if (o) {
+        for (int i = 0; i < no; i++) copy_in(os[i], &c->orec[i]);
+        actc_optim_set_steps(o, c->osteps);
     }
-    rec *recs = calloc((size_t)cnt + 1, sizeof *recs);
-    if (!recs) return actc_set_error(ACTC_ERR_OOM, "out of memory reading checkpoint %s", path);
-    for (uint32_t i = 0; i < cnt; i++)
-        if (!r_tensor(r, &recs[i])) {
-            free(recs);
-            *out = NULL;
-            return actc_set_error(ACTC_ERR_FORMAT, "%s is malformed: tensor record %u is invalid",
-                                  path, (unsigned)i);
-        }
-    *out = recs;
-    *n = (int)cnt;
-    return ACTC_OK;
 }
 
-actc_status actc_checkpoint_load(const char *path, actc_model *m, actc_optim *o,
-                                 actc_ckpt_meta *meta)
+actc_status actc_checkpoint_load(const char *path, actc_model *m, actc_optim *o, actc_ckpt_info *info)
 {
     if (!path || !m) return actc_set_error(ACTC_ERR_INVALID, "actc_checkpoint_load: path or model is NULL");
-    size_t size;
-    actc_status s;
-    FILE *f = open_for_read(path, &size, &s);
-    if (!f) return s;
-    /* The file image is as large as the model: accounted as SCRATCH so that
-     * a budget gives a clean OOM instead of an unaccounted spike. */
-    uint8_t *buf = actc_mem_alloc(ACTC_MEM_SCRATCH, size);
-    if (!buf) {
-        fclose(f);
-        return actc_last_status();
-    }
-    size_t got = size ? fread(buf, 1, size, f) : 0;
-    int rerr = ferror(f);
-    fclose(f);
-    rec *mrec = NULL, *orec = NULL;
-    if (rerr || got != size) {
-        s = actc_set_error(ACTC_ERR_IO, "cannot read checkpoint %s", path);
-        goto done;
-    }
-    uint64_t declared;
-    uint32_t version;
-    s = check_header(path, buf, size, size, &declared, &version);
-    if (s != ACTC_OK) goto done;
-    uint32_t stored_crc = get_u32(buf + size - 4);
-    if ((uint32_t)crc_update(crc32(0L, Z_NULL, 0), buf, size - 4) != stored_crc) {
-        s = actc_set_error(ACTC_ERR_FORMAT, "checksum mismatch: %s is corrupted", path);
-        goto done;
-    }
-
-    actc_ckpt_meta md;
-    decode_meta(&md, buf + 20, SETTINGS_BYTES(version));
-    const char *mname = actc_model_name(m);
-    if (strcmp(md.model, mname) != 0) {
-        s = actc_set_error(ACTC_ERR_INVALID, "checkpoint %s holds model %s, not %s", path, md.model,
-                           mname);
-        goto done;
-    }
-
-    reader r = {buf, HEADER_BYTES_V(version), size - 4, 0};
-    int nmrec = 0, norec = 0;
-    s = read_records(&r, path, &mrec, &nmrec);
-    if (s != ACTC_OK) goto done;
-    uint32_t has_opt = r_u32(&r);
-    char oname[48] = "";
-    uint64_t osteps = 0;
-    if (has_opt == 1) {
-        if (!r_name(&r, oname, sizeof oname)) {
-            s = actc_set_error(ACTC_ERR_FORMAT, "%s is malformed: bad optimizer name", path);
-            goto done;
-        }
-        osteps = r_u64(&r);
-        s = read_records(&r, path, &orec, &norec);
-        if (s != ACTC_OK) goto done;
-    }
-    if (r.bad || has_opt > 1 || r.pos != r.end) {
-        s = actc_set_error(ACTC_ERR_FORMAT, "%s is malformed: unexpected layout after the tensors",
-                           path);
-        goto done;
-    }
-
-    actc_tensor **ms = NULL;
-    int nm = actc_model_state(m, &ms);
-    s = match_tensors(path, "model", mrec, nmrec, ms, nm);
-    if (s != ACTC_OK) goto done;
+    ckpt c;
+    actc_status s = load_whole(path, &c);
+    if (s != ACTC_OK) return s;
     actc_tensor **os = NULL;
     int no = 0;
-    if (o) {
-        if (!has_opt) {
-            s = actc_set_error(ACTC_ERR_INVALID, "checkpoint %s holds no optimizer state", path);
-            goto done;
+    if ((s = match(&c, m, o, &os, &no)) == ACTC_OK) {
+        commit(&c, m, o, os, no);
+        if (info) {
+            *info = c.info;
+            fix_strings(info);
         }
-        if (strcmp(oname, actc_optim_name(o)) != 0) {
-            s = actc_set_error(ACTC_ERR_INVALID, "checkpoint %s holds %s optimizer state, not %s",
-                               path, oname, actc_optim_name(o));
-            goto done;
-        }
-        /* Allocating zero state is not a visible change (zero momentum and
-         * moments are the initial state), so it may precede the checks. */
-        no = actc_optim_state(o, &os);
-        if (no < 0) {
-            s = actc_last_status();
-            goto done;
-        }
-        s = match_tensors(path, "optimizer", orec, norec, os, no);
-        if (s != ACTC_OK) goto done;
     }
+    ckpt_free(&c);
+    return s;
+}
 
-    /* Every check passed: now, and only now, modify the caller's objects. */
-    for (int i = 0; i < nm; i++) copy_in(ms[i], &mrec[i]);
-    if (o) {
-        for (int i = 0; i < no; i++) copy_in(os[i], &orec[i]);
-        actc_optim_set_steps(o, osteps);
+actc_status actc_checkpoint_model(const char *path, actc_model **out)
+{
+    if (!path || !out) return actc_set_error(ACTC_ERR_INVALID, "actc_checkpoint_model: NULL argument");
+    *out = NULL;
+    actc_ckpt_info info;
+    actc_status s = actc_checkpoint_info(path, &info);
+    if (s != ACTC_OK) return s;
+    if (info.custom)
+        return actc_set_error(ACTC_ERR_INVALID, "%s holds the user-defined model %s: build it with actc_model_custom "
+                                                "and load it with actc_checkpoint_load",
+                              path, info.model);
+    struct stat st;
+    size_t limit = stat(path, &st) == 0 ? (size_t)st.st_size : 0;
+    actc_model *m = NULL;
+    /* The record was checked (its CRC), and the model it describes must fit
+     * in the file: a corrupt or forged shape cannot make this allocate more
+     * than the file holds. */
+    if ((s = actc__model_create_limited(info.model, &info.model_opts, limit ? limit : 1, path, &m)) != ACTC_OK) {
+        char why[1024];
+        snprintf(why, sizeof why, "%s", actc_last_error());
+        return actc_set_error(s, "%s: %s", path, why);
     }
-    if (meta) *meta = md;
-    s = ACTC_OK;
-done:
-    free(mrec);
-    free(orec);
-    actc_mem_free(buf);
+    if ((s = actc_checkpoint_load(path, m, NULL, NULL)) != ACTC_OK) {
+        actc_model_free(m);
+        return s;
+    }
+    *out = m;
+    return ACTC_OK;
+}
+
+actc_status actc_trainer_load(actc_trainer *t, const char *path)
+{
+    if (!t || !path) return actc_set_error(ACTC_ERR_INVALID, "actc_trainer_load: NULL argument");
+    ckpt c;
+    actc_status s = load_whole(path, &c);
+    if (s != ACTC_OK) return s;
+    actc_tensor **os = NULL;
+    int no = 0;
+    actc_policy *fresh = NULL;
+    if ((s = match(&c, t->m, c.has_optim ? t->opt : NULL, &os, &no)) != ACTC_OK) goto out;
+    if (c.policy) {
+        if (strcmp(c.policy_spec, t->policy) != 0) {
+            s = actc_set_error(ACTC_ERR_INVALID,
+                               "checkpoint %s was trained with policy %s, this trainer uses %s: resume with the same "
+                               "policy (or load only the weights and optimizer with actc_checkpoint_load)",
+                               path, c.policy_spec, t->policy);
+            goto out;
+        }
+        /* The state goes into a fresh policy first: on any failure the
+         * trainer keeps the one it has. */
+        if ((s = actc__policy_create(t->policy, &fresh)) != ACTC_OK) goto out;
+        actc__rbuf r = {c.policy, 0, c.policy_len, 0};
+        if (fresh->load_state) {
+            if ((s = fresh->load_state(fresh, &r)) != ACTC_OK) {
+                char why[1024];
+                snprintf(why, sizeof why, "%s", actc_last_error());
+                s = actc_set_error(s, "checkpoint %s: %s", path, why);
+                goto out;
+            }
+        }
+        if (r.pos != r.end) {
+            s = actc_set_error(ACTC_ERR_FORMAT, "checkpoint %s: the %s policy state has %zu bytes this policy does not "
+                                                "read",
+                               path, t->policy, r.end - r.pos);
+            goto out;
+        }
+    }
+    if (c.controller) {
+        actc__rbuf r = {c.controller, 0, c.controller_len, 0};
+        if ((s = actc__controller_load(t->ctrl, &r)) != ACTC_OK || r.pos != r.end) {
+            char why[1024];
+            snprintf(why, sizeof why, "%s", s != ACTC_OK ? actc_last_error() : "trailing bytes");
+            s = actc_set_error(s != ACTC_OK ? s : ACTC_ERR_FORMAT, "checkpoint %s: controller state: %s", path, why);
+            goto out;
+        }
+    }
+    if (fresh) {
+        fresh->frozen = t->ctx->policy ? t->ctx->policy->frozen : 0;
+        if ((s = actc__ctx_install_policy(t->ctx, fresh)) != ACTC_OK) {
+            fresh = NULL; /* install frees it on failure */
+            goto out;
+        }
+        fresh = NULL;
+    }
+    commit(&c, t->m, c.has_optim ? t->opt : NULL, os, no);
+    t->step = c.info.step;
+    t->epoch = c.info.epoch;
+    t->batch = c.info.batch_in_epoch;
+    s = actc_trainer_set_note(t, c.info.note[0] ? c.info.note : NULL);
+out:
+    actc__policy_free(fresh);
+    ckpt_free(&c);
+    return s;
+}
+
+actc_status actc_checkpoint_probe(const char *path)
+{
+    if (!path || !path[0]) return actc_set_error(ACTC_ERR_INVALID, "checkpoint path is empty");
+    char *tmp = tmp_name(path);
+    if (!tmp) return actc_set_error(ACTC_ERR_OOM, "out of memory for a file name");
+    FILE *f = fopen(tmp, "wb");
+    actc_status s = ACTC_OK;
+    if (!f) s = actc_set_error(ACTC_ERR_IO, "cannot write checkpoint %s: %s", tmp, strerror(errno));
+    else {
+        fclose(f);
+        unlink(tmp);
+    }
+    free(tmp);
     return s;
 }

@@ -27,6 +27,12 @@ expect_fail "wrong dims" "$D/img_dims" $ACTC train $(files $D/img_dims $D/lab) $
 expect_fail "label count mismatch" "$D/lab_short|64|63" $ACTC train $(files $D/img $D/lab_short) $SMALL
 expect_fail "diverging run (NaN loss)" "loss is (NaN|infinite) at step" $ACTC train --model mlp --lr 1e9 --epochs 3 $(files $D/img $D/lab) $SMALL
 expect_fail "missing data dir" "$D/nodir" $ACTC train --data-dir $D/nodir $SMALL
+# ACTC_CONV is read by the command (the library reads no environment): a bad
+# value is a usage error, exit 2, naming the variable and the choices.
+out=$(ACTC_CONV=fft $ACTC train --model mlp $(files $D/img $D/lab) $SMALL 2>&1); rc=$?
+if [ $rc -eq 2 ] && grep -q "ACTC_CONV: unknown convolution backend 'fft' (auto, dnnl, im2col)" <<<"$out"; then
+    pass "bad ACTC_CONV (exit 2)"
+else fail "bad ACTC_CONV (exit $rc)"; echo "$out" | tail -3; fi
 
 # Checkpoints: truncated, corrupted, from another model.
 $ACTC train --model mlp --width 32 $(files $D/img $D/lab) $SMALL --save $D/mlp.ckpt > /dev/null 2>&1 || fail "saving a checkpoint"
@@ -41,4 +47,35 @@ expect_fail "missing checkpoint" "$D/none.ckpt" $ACTC eval --checkpoint $D/none.
 [ ! -e $D/mlp.ckpt.tmp ] && pass "no temporary checkpoint left" || fail "temporary checkpoint left behind"
 out=$($ACTC eval --checkpoint $D/mlp.ckpt --test-images $D/img --test-labels $D/lab 2>&1) && grep -q "test accuracy" <<<"$out" \
     && pass "eval of a good checkpoint" || fail "eval of a good checkpoint: $out"
+
+# Reliability (issue 22): batch sizes near INT_MAX are one batch, not an
+# overflow; the same strict flag checks in every command; a schedule that
+# claims to decay must not raise the rate; an unwritable --save is found
+# before the first epoch.
+good=$($ACTC eval --checkpoint $D/mlp.ckpt --test-images $D/img --test-labels $D/lab 2>&1 | grep -o "test accuracy [0-9.]*%")
+for b in 2147483647 2147483640; do
+    out=$($ACTC eval --checkpoint $D/mlp.ckpt --test-images $D/img --test-labels $D/lab --batch $b 2>&1) \
+        && grep -q "$good (loss [0-9.]*) on 64 images" <<<"$out" && pass "eval --batch $b: one batch, $good" \
+        || fail "eval --batch $b: $out"
+done
+out=$($ACTC train --model mlp --width 32 $(files $D/img $D/lab) $SMALL --eval-batch 2147483647 2>&1) \
+    && grep -q "test acc" <<<"$out" && pass "train --eval-batch 2147483647" || fail "train --eval-batch 2147483647: $out"
+expect_fail "eval --threads -1" "threads" $ACTC eval --checkpoint $D/mlp.ckpt --threads -1
+expect_fail "eval --limit-test -1" "limit-test" $ACTC eval --checkpoint $D/mlp.ckpt --limit-test -1
+expect_fail "generate --threads -1" "threads" $ACTC generate --checkpoint $D/mlp.ckpt --threads -1
+for v in "+4" " 4" "4 " "0x4" "4e0"; do
+    expect_fail "--batch '$v'" "bad value '[^']*' for --batch" $ACTC train --model mlp --batch "$v" $(files $D/img $D/lab) --limit-test 64 --max-steps 1 --progress off
+done
+for v in "0x1p-3" "inf" "nan" " 0.1"; do
+    expect_fail "--lr '$v'" "bad value '[^']*' for --lr" $ACTC train --model mlp --lr "$v" $(files $D/img $D/lab) $SMALL --max-steps 1
+done
+for spec in "quant: 4" $'quant:\t4' "quant:+4" "actnn:0x4" "gact: 3" "division:b=+8"; do
+    expect_fail "policy spec '$spec'" "bad compression policy" $ACTC train --compress "$spec" $(files $D/img $D/lab) $SMALL
+done
+expect_fail "--min-lr above --lr" "floor .*must be in \[0, 0.01\]" $ACTC train --lr 0.01 --min-lr 0.5 $(files $D/img $D/lab) $SMALL
+expect_fail "step schedule that grows" "0 < GAMMA <= 1" $ACTC train --schedule step:10:2 $(files $D/img $D/lab) $SMALL
+out=$($ACTC train --model mlp $(files $D/img $D/lab) $SMALL --save $D/nodir/x.ckpt 2>&1); rc=$?
+if [ $rc -ne 0 ] && grep -q "nodir/x.ckpt.tmp" <<<"$out" && ! grep -q "epoch 1/" <<<"$out"; then
+    pass "unwritable --save refused before training"
+else fail "unwritable --save (exit $rc)"; echo "$out" | tail -3; fi
 finish

@@ -35,7 +35,7 @@ else fail "train --adapt-interval (exit $rc, $n logged, $steps printed)"; echo "
 
 expect_fail "inspect refuses a policy that is not gact" "must be a gact policy" $ACTC inspect --compress quant:2
 expect_fail "inspect refuses an unknown gact level" "gact:L7.*valid values" $ACTC inspect --compress gact:L7
-expect_fail "train refuses --adapt-interval 0" "adapt_interval 0" \
+expect_fail "train refuses --adapt-interval 0" "adapt-interval 0" \
     $ACTC train --compress gact:4 --adapt-interval 0 --train-images $D/img --train-labels $D/lab \
     --test-images $D/img --test-labels $D/lab --progress off
 finish

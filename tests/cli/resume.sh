@@ -2,7 +2,8 @@
 # --resume continues a run so that, with the same seed, the loss after resuming
 # equals the loss of an uninterrupted run at the same step (bit for bit in the
 # log).  ResNet-20 covers batch-norm running statistics and SGD momentum, the
-# MLP with dropout covers AdamW and the dropout random stream.
+# MLP with dropout covers AdamW and the dropout random stream; the adaptive
+# policies cover the policy and controller state of the checkpoint.
 source "$(dirname "$0")/lib.bash"
 D=$TMP
 write_idx_images $D/img 256; write_idx_labels $D/lab 256
@@ -27,6 +28,10 @@ check resnet20 --model resnet20
 check "mlp+dropout+adamw" --model mlp --width 64 --dropout 0.2 --optim adamw
 check "resnet20 bf16" --model resnet20 --compress bf16
 check "resnet20 division" --model resnet20 --compress division
+# Adaptive policies: ActNN's per-layer bits and gradient averages, GACT's
+# measured sensitivities and the controller's schedule travel in the file.
+check "resnet20 actnn:L3" --model resnet20 --compress actnn:L3
+check "mlp gact:4" --model mlp --width 64 --compress gact:4 --adapt-interval 4 --estimate-samples 4
 # The finished run cannot be resumed without asking for more epochs.
 expect_fail "resume a finished run" "already completed 2 of its 2 epoch.*--epochs" $ACTC train $DATA --resume $D/r.ckpt
 out=$($ACTC train $DATA --resume $D/r.ckpt --epochs 3 2>&1) && grep -q "epoch 3/3" <<<"$out" \

@@ -1,0 +1,38 @@
+/* Internals of the train layer shared by the trainer, its checkpoints and
+ * maxbatch. */
+#ifndef ACTC_TRAIN_H
+#define ACTC_TRAIN_H
+#include "actc.h"
+#include "../data/data.h"
+
+struct actc_trainer {
+    actc_model *m;             /* the caller's                                */
+    actc_ctx *ctx;
+    actc_optim *opt;
+    actc_controller *ctrl;
+    actc_trainer_opts o;       /* resolved; strings point at the arrays below */
+    char policy[64], optim[16];
+    actc_lr_schedule sched;
+    actc_tensor **params;      /* the model's, in order                       */
+    int np;
+    uint64_t step, epoch, batch;
+    char *note;
+    /* hooks */
+    actc_param_hook_fn on_grad;
+    void *on_grad_user;
+    actc_step_hook_fn on_after;
+    void *on_after_user;
+    uint8_t *fired;            /* per parameter: complete event raised       */
+    int events_on;             /* forward the engine's events (final pass,
+                                  last micro-batch)                          */
+    /* the memory figures of the last epoch (the report's) */
+    actc_mem_stats ms;
+    actc_store_stats ss;
+    int have_snapshot;
+};
+
+/* The optimizer a trainer's options ask for, over the model's parameters. */
+actc_optim *actc__trainer_make_optim(const actc_trainer_opts *o, actc_tensor **params, int n);
+/* Seconds on a monotonic clock. */
+double actc__now(void);
+#endif

@@ -1,0 +1,481 @@
+/* The trainer: one training step of any model under any policy, epochs over
+ * a data source, evaluation, and the hooks later layers (data parallelism,
+ * low-rank and quantized gradients) attach to.  A step, top to bottom:
+ *
+ *   position the context at the step        (random streams are (seed, step))
+ *   forward + loss + backward, per micro-batch, through the GACT controller
+ *     (which first runs its measuring passes when due)
+ *   gradient-complete events, then after-backward hook
+ *   clip the global gradient norm, optimizer update, step += 1
+ *
+ * A step that fails leaves the parameters, the optimizer and the position
+ * as they were: only the gradients are dropped. */
+#include "train.h"
+#include "../autograd/autograd.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+double actc__now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+actc_trainer_opts actc_trainer_default_opts(void)
+{
+    actc_trainer_opts o;
+    memset(&o, 0, sizeof o);
+    o.policy = "none";
+    o.optim = "sgd";
+    o.momentum = 0.9f;
+    o.nesterov = 1;
+    o.weight_decay = -1;
+    o.beta1 = 0.9f;
+    o.beta2 = 0.999f;
+    o.eps = 1e-8f;
+    o.schedule.kind = ACTC_LR_CONSTANT;
+    o.accum = 1;
+    o.seed = 1;
+    o.controller = actc_controller_default_opts();
+    return o;
+}
+
+actc_optim *actc__trainer_make_optim(const actc_trainer_opts *o, actc_tensor **params, int n)
+{
+    if (!strcmp(o->optim, "adamw")) return actc_adamw_new(params, n, o->beta1, o->beta2, o->eps, o->weight_decay);
+    return actc_sgd_new(params, n, o->momentum, o->nesterov, o->weight_decay);
+}
+
+/* Fill in the defaults that depend on the optimizer and check the rest. */
+static actc_status resolve_opts(actc_trainer_opts *o)
+{
+    const int adamw = o->optim && !strcmp(o->optim, "adamw");
+    if (!o->optim || (!adamw && strcmp(o->optim, "sgd")))
+        return actc_set_error(ACTC_ERR_INVALID, "unknown optimizer '%s' (sgd or adamw)", o->optim ? o->optim : "(null)");
+    if (o->lr == 0.0f) o->lr = adamw ? 1e-3f : 0.1f;
+    if (o->weight_decay < 0.0f) o->weight_decay = adamw ? 0.01f : 5e-4f;
+    /* Nesterov needs momentum: without it the option means nothing. */
+    if (o->momentum == 0.0f) o->nesterov = 0;
+    if (o->accum < 1) return actc_set_error(ACTC_ERR_INVALID, "accum %d: need at least 1 micro-batch a step", o->accum);
+    if (!isfinite(o->clip) || o->clip < 0.0f)
+        return actc_set_error(ACTC_ERR_INVALID, "clip %g must be finite and >= 0 (0: off)", (double)o->clip);
+    o->schedule.base_lr = o->lr;
+    return actc_lr_check(&o->schedule);
+}
+
+/* The engine's gradient-complete event, forwarded to the user's hook during
+ * the kept pass's last micro-batch only. */
+static actc_status grad_ready(actc_ctx *ctx, actc_tensor *param, void *user)
+{
+    (void)ctx;
+    actc_trainer *t = user;
+    if (!t->events_on || !t->on_grad) return ACTC_OK;
+    for (int i = 0; i < t->np; i++)
+        if (t->params[i] == param) {
+            if (t->fired[i]) return ACTC_OK;
+            t->fired[i] = 1;
+            return t->on_grad(t, param, i, t->on_grad_user);
+        }
+    return ACTC_OK; /* a parameter that is not the model's */
+}
+
+actc_status actc_trainer_new(actc_model *m, const actc_trainer_opts *opts, actc_trainer **out)
+{
+    if (!out) return actc_set_error(ACTC_ERR_INVALID, "actc_trainer_new: out is NULL");
+    *out = NULL;
+    if (!m) return actc_set_error(ACTC_ERR_INVALID, "actc_trainer_new: model is NULL");
+    actc_trainer_opts o = opts ? *opts : actc_trainer_default_opts();
+    if (!o.policy) o.policy = "none";
+    actc_status s = resolve_opts(&o);
+    if (s != ACTC_OK) return s;
+    actc_trainer *t = calloc(1, sizeof *t);
+    if (!t) return actc_set_error(ACTC_ERR_OOM, "out of memory for a trainer");
+    t->m = m;
+    t->np = actc_model_params(m, &t->params);
+    if (!(t->fired = calloc((size_t)t->np + 1, 1))) {
+        s = actc_set_error(ACTC_ERR_OOM, "out of memory for a trainer");
+        goto fail;
+    }
+    if (!(t->ctx = actc_ctx_new())) goto fail_status;
+    if ((s = actc_ctx_set_policy(t->ctx, o.policy)) != ACTC_OK) goto fail;
+    actc_ctx_set_seed(t->ctx, o.seed);
+    actc_ctx_on_grad_complete(t->ctx, grad_ready, t);
+    if (!(t->opt = actc__trainer_make_optim(&o, t->params, t->np))) goto fail_status;
+    if (!(t->ctrl = actc_controller_new(t->ctx, t->params, t->np, &o.controller))) goto fail_status;
+    snprintf(t->policy, sizeof t->policy, "%s", actc_ctx_policy(t->ctx));
+    snprintf(t->optim, sizeof t->optim, "%s", o.optim);
+    o.policy = t->policy;
+    o.optim = t->optim;
+    t->o = o;
+    t->sched = o.schedule;
+    *out = t;
+    return ACTC_OK;
+fail_status:
+    s = actc_last_status();
+fail:
+    actc_trainer_free(t);
+    return s;
+}
+
+void actc_trainer_free(actc_trainer *t)
+{
+    if (!t) return;
+    for (int i = 0; i < t->np; i++) actc_tensor_drop_grad(t->params[i]);
+    actc_controller_free(t->ctrl);
+    actc_optim_free(t->opt);
+    actc_ctx_free(t->ctx);
+    free(t->fired);
+    free(t->note);
+    free(t);
+}
+
+const actc_trainer_opts *actc_trainer_get_opts(const actc_trainer *t) { return &t->o; }
+actc_model *actc_trainer_model(actc_trainer *t) { return t->m; }
+actc_ctx *actc_trainer_ctx(actc_trainer *t) { return t->ctx; }
+actc_optim *actc_trainer_optim(actc_trainer *t) { return t->opt; }
+actc_controller *actc_trainer_controller(actc_trainer *t) { return t->ctrl; }
+uint64_t actc_trainer_steps(const actc_trainer *t) { return t->step; }
+uint64_t actc_trainer_epoch(const actc_trainer *t) { return t->epoch; }
+uint64_t actc_trainer_batch_in_epoch(const actc_trainer *t) { return t->batch; }
+
+void actc_trainer_set_position(actc_trainer *t, uint64_t step, uint64_t epoch, uint64_t batch_in_epoch)
+{
+    t->step = step;
+    t->epoch = epoch;
+    t->batch = batch_in_epoch;
+}
+
+void actc_trainer_on_grad_complete(actc_trainer *t, actc_param_hook_fn fn, void *user)
+{
+    t->on_grad = fn;
+    t->on_grad_user = user;
+}
+
+void actc_trainer_on_after_backward(actc_trainer *t, actc_step_hook_fn fn, void *user)
+{
+    t->on_after = fn;
+    t->on_after_user = user;
+}
+
+actc_status actc_trainer_set_note(actc_trainer *t, const char *note)
+{
+    if (note && strlen(note) >= ACTC_CKPT_NOTE_MAX)
+        return actc_set_error(ACTC_ERR_INVALID, "the note is %zu bytes; a checkpoint keeps at most %d",
+                              strlen(note), ACTC_CKPT_NOTE_MAX - 1);
+    char *n = note ? strdup(note) : NULL;
+    if (note && !n) return actc_set_error(ACTC_ERR_OOM, "out of memory for the note");
+    free(t->note);
+    t->note = n;
+    return ACTC_OK;
+}
+
+const char *actc_trainer_note(const actc_trainer *t) { return t->note ? t->note : ""; }
+
+/* ---- the step ---------------------------------------------------------------- */
+
+/* What one pass over the batch (the controller runs one or more) needs and
+ * what it measured. */
+typedef struct {
+    actc_trainer *t;
+    const actc_batch *b;
+    double loss_sum;           /* loss x rows (or x samples for a user loss) */
+    long correct, rows;
+    int samples;
+    double forward_s, backward_s, pass_s;
+} pass_state;
+
+/* Rows [off, off + k) of b as a batch of its own; an image sub-batch is a
+ * copy (*copy, released by the caller) unless it is the whole batch. */
+static actc_status slice(const actc_batch *b, int off, int k, actc_batch *part, actc_tensor **copy)
+{
+    *part = *b;
+    *copy = NULL;
+    if (b->x) {
+        const actc_tensor *x = b->x;
+        if (off != 0 || k != x->shape[0]) {
+            int shp[ACTC_MAX_DIMS];
+            memcpy(shp, x->shape, sizeof shp);
+            shp[0] = k;
+            if (!(*copy = actc_tensor_new(ACTC_MEM_ACT, x->ndim, shp))) return actc_last_status();
+            const size_t row = x->numel / (size_t)x->shape[0];
+            memcpy((*copy)->data, x->data + (size_t)off * row, (*copy)->numel * sizeof(float));
+            part->x = *copy;
+        }
+        if (b->labels) part->labels = b->labels + off;
+    } else {
+        part->B = k;
+        if (b->ids) part->ids = b->ids + (size_t)off * (size_t)b->T;
+        if (b->labels) part->labels = b->labels + (size_t)off * (size_t)b->T;
+    }
+    return ACTC_OK;
+}
+
+/* Forward, loss and backward of rows [off, off + k) of the n the pass
+ * covers, the gradient scaled by k / n. */
+static actc_status micro_batch(pass_state *p, actc_ctx *ctx, int off, int k, int n)
+{
+    actc_batch part;
+    actc_tensor *copy;
+    actc_status s = slice(p->b, off, k, &part, &copy);
+    if (s != ACTC_OK) return s;
+    double t0 = actc__now();
+    actc_tensor *out = actc_model_forward_batch(p->t->m, ctx, &part);
+    actc_tensor_release(copy);
+    if (!out) return actc_last_status();
+    actc_tensor *loss = out;
+    int correct = 0;
+    long rows = 0;
+    if (part.labels) {
+        rows = out->ndim >= 1 ? out->shape[0] : 1;
+        loss = actc_cross_entropy(ctx, out, part.labels, -1, &correct);
+        actc_tensor_release(out);
+        if (!loss) return actc_last_status();
+    } else if (out->numel != 1) {
+        char shp[64];
+        actc_shape_str(out, shp, sizeof shp); /* before out goes */
+        actc_tensor_release(out);
+        return actc_set_error(ACTC_ERR_INVALID, "a batch without labels needs a forward that returns the loss (a "
+                                                "scalar), not a tensor of shape %s", shp);
+    }
+    const double lv = loss->data[0];
+    double t1 = actc__now();
+    /* k / n is exactly 1 for a single micro-batch: the unscaled gradient. */
+    s = actc_backward_scaled(ctx, loss, (float)k / (float)n);
+    actc_tensor_release(loss);
+    p->forward_s += t1 - t0;
+    p->backward_s += actc__now() - t1;
+    if (s != ACTC_OK) return s;
+    p->loss_sum += lv * (double)(rows ? rows : k);
+    p->correct += correct;
+    p->rows += rows;
+    return ACTC_OK;
+}
+
+/* The controller's fwdbwd: the batch (or its first max_samples samples) in
+ * micro-batches of ceil(N / accum). */
+static actc_status trainer_pass(actc_ctx *ctx, void *user, int max_samples, int *samples)
+{
+    pass_state *p = user;
+    actc_trainer *t = p->t;
+    const int N = actc_batch_samples(p->b);
+    const int n = max_samples > 0 && max_samples < N ? max_samples : N;
+    const int micro = (N + t->o.accum - 1) / t->o.accum;
+    /* The controller's measuring passes run with the replaying flag up; the
+     * pass it keeps is the last one, without it. */
+    const int kept = !actc_ctx_replaying(ctx);
+    const uint64_t step = actc_ctx_step(ctx);
+    p->loss_sum = 0;
+    p->correct = p->rows = 0;
+    p->forward_s = p->backward_s = 0;
+    double t0 = actc__now();
+    actc_ctx_set_training(ctx, 1);
+    actc_status s = ACTC_OK;
+    uint32_t k = 0;
+    for (int off = 0; off < n && s == ACTC_OK; off += micro, k++) {
+        const int len = n - off < micro ? n - off : micro;
+        actc_ctx_set_step(ctx, step);
+        actc_ctx_set_substep(ctx, k);
+        t->events_on = kept && off + len >= n;
+        s = micro_batch(p, ctx, off, len, n);
+    }
+    t->events_on = 0;
+    actc_ctx_set_step(ctx, step + 1); /* as one actc_backward would leave it */
+    p->pass_s = actc__now() - t0;
+    *samples = n;
+    p->samples = n;
+    return s;
+}
+
+static void drop_grads(actc_trainer *t)
+{
+    for (int i = 0; i < t->np; i++) actc_tensor_drop_grad(t->params[i]);
+}
+
+/* Forward and backward of b through the controller, the gradient-complete
+ * events and the after-backward hook: the gradients are left in the
+ * parameters, res gets the loss and the times. */
+static actc_status gradients(actc_trainer *t, const actc_batch *b, actc_step_result *res)
+{
+    if (!t || !b) return actc_set_error(ACTC_ERR_INVALID, "actc_trainer_step: NULL trainer or batch");
+    const int N = actc_batch_samples(b);
+    if (N < 1 || (!b->x && (!b->ids || b->T < 1)))
+        return actc_set_error(ACTC_ERR_INVALID, "step %llu: the batch is empty (it needs x, or ids with B, T >= 1)",
+                              (unsigned long long)t->step);
+    if (!b->labels && !actc_model_is_custom(t->m))
+        return actc_set_error(ACTC_ERR_INVALID, "step %llu: the batch has no labels", (unsigned long long)t->step);
+    memset(res, 0, sizeof *res);
+    res->lr = actc_lr_at(&t->sched, t->step);
+    memset(t->fired, 0, (size_t)t->np);
+    actc_ctx_set_step(t->ctx, t->step);
+    pass_state p = {.t = t, .b = b};
+    double t0 = actc__now();
+    actc_status s = actc_controller_iterate(t->ctrl, trainer_pass, &p);
+    const double iterate_s = actc__now() - t0;
+    actc_ctx_set_step(t->ctx, t->step);
+    /* Parameters the graph did not reach complete now, in order. */
+    for (int i = 0; s == ACTC_OK && t->on_grad && i < t->np; i++)
+        if (!t->fired[i]) {
+            t->fired[i] = 1;
+            s = t->on_grad(t, t->params[i], i, t->on_grad_user);
+        }
+    if (s == ACTC_OK && t->on_after) s = t->on_after(t, t->on_after_user);
+    res->loss = (p.rows || p.samples) ? p.loss_sum / (double)(p.rows ? p.rows : p.samples) : 0;
+    res->correct = p.correct;
+    res->rows = p.rows;
+    res->samples = p.samples;
+    res->adapted = actc_controller_adapted(t->ctrl);
+    res->forward_s = p.forward_s;
+    res->backward_s = p.backward_s;
+    res->measure_s = iterate_s > p.pass_s ? iterate_s - p.pass_s : 0;
+    return s;
+}
+
+/* A failed step: the gradients go, the message says which step. */
+static actc_status step_failed(actc_trainer *t, actc_status s)
+{
+    char why[1024];
+    snprintf(why, sizeof why, "%s", actc_last_error());
+    actc_status st = actc_last_status() != ACTC_OK ? actc_last_status() : s;
+    drop_grads(t);
+    return actc_set_error(st, "training step %llu: %s", (unsigned long long)t->step, why);
+}
+
+actc_status actc_trainer_backward(actc_trainer *t, const actc_batch *b, actc_step_result *r)
+{
+    actc_step_result res;
+    actc_status s = gradients(t, b, &res);
+    if (s != ACTC_OK) return t ? step_failed(t, s) : s;
+    if (r) *r = res;
+    return ACTC_OK;
+}
+
+actc_status actc_trainer_step(actc_trainer *t, const actc_batch *b, actc_step_result *r)
+{
+    actc_step_result res;
+    actc_status s = gradients(t, b, &res);
+    double t1 = actc__now();
+    if (s == ACTC_OK && t->o.clip > 0) s = actc_clip_grad_norm(t->params, t->np, t->o.clip, &res.grad_norm);
+    if (s == ACTC_OK) s = actc_optim_step(t->opt, res.lr);
+    if (s != ACTC_OK) return t ? step_failed(t, s) : s;
+    res.update_s = actc__now() - t1;
+    t->step++;
+    if (r) *r = res;
+    return ACTC_OK;
+}
+
+/* ---- epochs and evaluation ----------------------------------------------------- */
+
+actc_status actc_trainer_train_epoch(actc_trainer *t, actc_source *src, actc_progress_fn fn, void *user,
+                                     actc_epoch_result *r)
+{
+    if (!t || !src) return actc_set_error(ACTC_ERR_INVALID, "actc_trainer_train_epoch: NULL trainer or source");
+    const int nb = actc_source_batches(src);
+    actc_mem_reset_peak();
+    actc_store_reset_peak(t->ctx);
+    const double t0 = actc__now();
+    double loss_sum = 0;
+    long correct = 0, rows = 0, samples = 0;
+    int steps = 0, stop = 0;
+    actc_status s = ACTC_OK;
+    while (!stop && t->batch < (uint64_t)nb) {
+        actc_batch b;
+        if ((s = actc_source_get(src, t->epoch, t->batch, t->step, &b)) != ACTC_OK) {
+            char why[1024];
+            snprintf(why, sizeof why, "%s", actc_last_error());
+            s = actc_set_error(s, "data for step %llu (epoch %llu, batch %llu): %s", (unsigned long long)t->step,
+                               (unsigned long long)t->epoch + 1, (unsigned long long)t->batch, why);
+            break;
+        }
+        actc_step_result sr;
+        if ((s = actc_trainer_step(t, &b, &sr)) != ACTC_OK) break;
+        t->batch++;
+        steps++;
+        const long w = sr.rows ? sr.rows : sr.samples;
+        loss_sum += sr.loss * (double)w;
+        correct += sr.correct;
+        rows += w;
+        samples += sr.samples;
+        if (fn) {
+            actc_progress pr = {.step = t->step, .epoch = t->epoch, .batch = (int)t->batch, .batches = nb,
+                                .last = &sr, .loss = loss_sum / (double)rows,
+                                .accuracy = (double)correct / (double)rows, .samples = samples, .rows = rows,
+                                .seconds = actc__now() - t0};
+            stop = fn(t, &pr, user);
+        }
+    }
+    const double secs = actc__now() - t0;
+    actc__source_drop(src);
+    actc_mem_get_stats(&t->ms);
+    actc_store_get_stats(t->ctx, &t->ss);
+    t->have_snapshot = 1;
+    if (s != ACTC_OK) return s;
+    const int finished = t->batch >= (uint64_t)nb;
+    if (finished) {
+        t->epoch++;
+        t->batch = 0;
+    }
+    if (r) {
+        r->loss = rows ? loss_sum / (double)rows : 0;
+        r->accuracy = rows ? (double)correct / (double)rows : 0;
+        r->samples = samples;
+        r->rows = rows;
+        r->steps = steps;
+        r->finished = finished;
+        r->seconds = secs;
+    }
+    return ACTC_OK;
+}
+
+actc_status actc_evaluate(actc_model *m, actc_ctx *ctx, actc_source *src, actc_eval_result *r)
+{
+    if (!m || !ctx || !src || !r) return actc_set_error(ACTC_ERR_INVALID, "actc_evaluate: NULL argument");
+    const int was_training = actc_ctx_training(ctx);
+    actc_ctx_set_training(ctx, 0);
+    double total = 0;
+    long correct = 0, rows = 0, samples = 0;
+    actc_status s = ACTC_OK;
+    for (int i = 0; i < actc_source_batches(src) && s == ACTC_OK; i++) {
+        actc_batch b;
+        if ((s = actc_source_get(src, 0, (uint64_t)i, 0, &b)) != ACTC_OK) break;
+        actc_tensor *out = actc_model_forward_batch(m, ctx, &b);
+        if (!out) {
+            s = actc_last_status();
+            break;
+        }
+        const int n = actc_batch_samples(&b);
+        int c = 0;
+        long w = n;
+        actc_tensor *loss = out;
+        if (b.labels) {
+            w = out->ndim >= 1 ? out->shape[0] : 1;
+            loss = actc_cross_entropy(ctx, out, b.labels, -1, &c);
+            actc_tensor_release(out);
+            if (!loss) {
+                s = actc_last_status();
+                break;
+            }
+        }
+        total += (double)loss->data[0] * (double)w;
+        actc_tensor_release(loss);
+        correct += c;
+        rows += w;
+        samples += n;
+    }
+    actc_ctx_set_training(ctx, was_training);
+    actc__source_drop(src);
+    if (s != ACTC_OK) return s;
+    r->loss = rows ? total / (double)rows : 0;
+    r->accuracy = rows ? (double)correct / (double)rows : 0;
+    r->rows = rows;
+    r->samples = samples;
+    return ACTC_OK;
+}
+
+actc_status actc_trainer_evaluate(actc_trainer *t, actc_source *src, actc_eval_result *r)
+{
+    if (!t) return actc_set_error(ACTC_ERR_INVALID, "actc_trainer_evaluate: trainer is NULL");
+    return actc_evaluate(t->m, t->ctx, src, r);
+}

@@ -1,0 +1,39 @@
+#!/bin/bash
+# The shared library's export list is exactly the public API: every symbol
+# `nm -D --defined-only` shows starts with actc_ (never actc__, the internal
+# prefix, and nothing foreign), and it is the set of functions actc.h
+# declares, so a declaration that lacks ACTC_API (hidden, then missing
+# here) or a definition that escapes the header fails.
+# usage: symbols_test.sh LIBACTC_SO ACTC_H [CC]
+set -euo pipefail
+lib=$1 header=$2 cc=${3:-cc}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+nm -D --defined-only "$lib" | awk '{print $NF}' | sed 's/@.*//' | sort -u >"$tmp/exported"
+# The header's functions: after preprocessing (comments gone, ACTC_API
+# expanded), every actc_ name directly followed by "(" is a declaration;
+# function-pointer typedefs ("actc_status (*actc_x_fn)(") are cut out first.
+"$cc" -E -P -x c "$header" | sed -E 's/[A-Za-z0-9_]+[[:space:]]*\([[:space:]]*\*//g' | grep -oE '\bactc_[A-Za-z0-9_]+[[:space:]]*\(' | sed 's/[[:space:]]*($//' |
+    sort -u >"$tmp/declared"
+
+status=0
+if grep -vE '^actc_[a-z0-9]' "$tmp/exported" >"$tmp/foreign"; then
+    echo "FAIL: libactc.so exports symbols that are not public actc_ functions:"
+    sed 's/^/  /' "$tmp/foreign"
+    status=1
+fi
+comm -13 "$tmp/exported" "$tmp/declared" >"$tmp/missing"
+if [ -s "$tmp/missing" ]; then
+    echo "FAIL: declared in actc.h but not exported (no ACTC_API, or never defined):"
+    sed 's/^/  /' "$tmp/missing"
+    status=1
+fi
+comm -23 "$tmp/exported" "$tmp/declared" >"$tmp/extra"
+if [ -s "$tmp/extra" ]; then
+    echo "FAIL: exported but not declared in actc.h:"
+    sed 's/^/  /' "$tmp/extra"
+    status=1
+fi
+echo "$(wc -l <"$tmp/exported") symbols exported, $(wc -l <"$tmp/declared") functions declared in actc.h"
+exit $status

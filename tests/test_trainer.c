@@ -1,0 +1,780 @@
+/* The library's trainer: resumption equal to the uninterrupted run bit for
+ * bit for every policy family at 1 and 2 threads (stopped mid-epoch), the
+ * hooks (gradient-complete once per parameter, in reverse topological
+ * order, before the update), micro-batches, a user-defined model through
+ * the trainer and checkpoints, bad checkpoints refused without loading
+ * half-way, the memory report and maxbatch through the API. */
+#include "testutil.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+static char g_dir[64];
+
+static int setup(void **state)
+{
+    (void)state;
+    return tu_make_temp_dir(g_dir, sizeof g_dir, "actc_test_trainer");
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    actc_shutdown();
+    return tu_remove_dir(g_dir);
+}
+
+static void tpath(char *buf, const char *name) { snprintf(buf, 256, "%s/%s", g_dir, name); }
+
+/* A corpus in memory: pseudo-text of n bytes, the last 10% held out. */
+static actc_text_corpus corpus(size_t n)
+{
+    actc_text_corpus c;
+    memset(&c, 0, sizeof c);
+    c.data = malloc(n);
+    assert_non_null(c.data);
+    static const char words[] = "and the lord said unto them in that day ";
+    for (size_t i = 0; i < n; i++) c.data[i] = (uint8_t)words[(i * 7 + i / 13) % (sizeof words - 1)];
+    c.n = n;
+    c.train_end = n - n / 10;
+    snprintf(c.source, sizeof c.source, "memory");
+    return c;
+}
+
+/* Random images in 10 classes. */
+static actc_image_dataset images(int n, uint64_t seed)
+{
+    actc_image_dataset d = {n, 1, 28, 28, malloc((size_t)n * 784), malloc((size_t)n * sizeof(int32_t)), 10};
+    for (size_t i = 0; i < (size_t)n * 784; i++) d.pixels[i] = (uint8_t)(255 * actc_rand_uniform(seed, i));
+    for (int i = 0; i < n; i++) d.labels[i] = i % 10;
+    return d;
+}
+
+static actc_model *tiny_gpt(void)
+{
+    actc_model_opts mo = actc_model_default_opts();
+    mo.n_layers = 2;
+    mo.width = 16;
+    mo.n_heads = 2;
+    mo.context = 16;
+    mo.vocab = 256;
+    mo.seed = 3;
+    actc_model *m = NULL;
+    if (actc_model_create("gpt", &mo, &m) != ACTC_OK) fail_msg("gpt: %s", actc_last_error());
+    return m;
+}
+
+static actc_trainer *trainer_for(actc_model *m, const char *policy, const char *optim)
+{
+    actc_trainer_opts o = actc_trainer_default_opts();
+    o.policy = policy;
+    o.optim = optim;
+    o.schedule.kind = ACTC_LR_COSINE;
+    o.schedule.warmup_steps = 2;
+    o.schedule.total_steps = 8;
+    o.clip = 1.0f;
+    o.controller.adapt_interval = 3;
+    o.controller.estimate_samples = 2;
+    actc_trainer *t = NULL;
+    if (actc_trainer_new(m, &o, &t) != ACTC_OK) fail_msg("trainer %s: %s", policy, actc_last_error());
+    return t;
+}
+
+/* Losses of steps [from, to) on src, in order (epochs of the source's
+ * batches); the trainer's position decides where it starts. */
+static void run_steps(actc_trainer *t, actc_source *src, uint64_t to, double *loss)
+{
+    while (actc_trainer_steps(t) < to) {
+        actc_batch b;
+        assert_int_equal(actc_source_get(src, actc_trainer_epoch(t), actc_trainer_batch_in_epoch(t), actc_trainer_steps(t), &b),
+                         ACTC_OK);
+        actc_step_result r;
+        const uint64_t s = actc_trainer_steps(t);
+        if (actc_trainer_step(t, &b, &r) != ACTC_OK) fail_msg("step %llu: %s", (unsigned long long)s, actc_last_error());
+        loss[s] = r.loss;
+        uint64_t e = actc_trainer_epoch(t), k = actc_trainer_batch_in_epoch(t) + 1;
+        if (k == (uint64_t)actc_source_batches(src)) {
+            e++;
+            k = 0;
+        }
+        actc_trainer_set_position(t, actc_trainer_steps(t), e, k);
+    }
+}
+
+static void params_copy(actc_model *m, float **out, size_t *n)
+{
+    actc_tensor **ps;
+    int np = actc_model_state(m, &ps);
+    *n = 0;
+    for (int i = 0; i < np; i++) *n += ps[i]->numel;
+    *out = malloc(*n * sizeof(float));
+    size_t off = 0;
+    for (int i = 0; i < np; i++) {
+        memcpy(*out + off, ps[i]->data, ps[i]->numel * sizeof(float));
+        off += ps[i]->numel;
+    }
+}
+
+#define STEPS 8
+#define STOP 3 /* mid-way through the first epoch of 4 batches */
+
+typedef actc_model *(*model_fn)(void);
+
+/* The uninterrupted run against one stopped at STOP, saved, and resumed
+ * by a new model and trainer from the file: equal losses and weights. */
+static void resume_case(model_fn make, actc_source *src, const char *policy, const char *optim, int threads)
+{
+    actc_set_threads(threads);
+    char path[256];
+    tpath(path, "resume.ckpt");
+    double full[STEPS], part[STEPS];
+    actc_model *m = make();
+    actc_trainer *t = trainer_for(m, policy, optim);
+    run_steps(t, src, STEPS, full);
+    float *w_full;
+    size_t n;
+    params_copy(m, &w_full, &n);
+    actc_trainer_free(t);
+    actc_model_free(m);
+
+    m = make();
+    t = trainer_for(m, policy, optim);
+    run_steps(t, src, STOP, part);
+    assert_int_equal(actc_trainer_set_note(t, "resumable"), ACTC_OK);
+    if (actc_trainer_save(t, path) != ACTC_OK) fail_msg("save: %s", actc_last_error());
+    actc_trainer_free(t);
+    actc_model_free(m);
+
+    m = make(); /* fresh weights: everything must come from the file */
+    t = trainer_for(m, policy, optim);
+    if (actc_trainer_load(t, path) != ACTC_OK) fail_msg("load %s: %s", policy, actc_last_error());
+    assert_int_equal(actc_trainer_steps(t), STOP);
+    assert_int_equal(actc_trainer_batch_in_epoch(t), STOP);
+    assert_string_equal(actc_trainer_note(t), "resumable");
+    run_steps(t, src, STEPS, part);
+    for (int s = STOP; s < STEPS; s++)
+        if (full[s] != part[s])
+            fail_msg("%s, %d thread(s): step %d loss %.9g resumed vs %.9g uninterrupted", policy, threads, s, part[s],
+                     full[s]);
+    float *w_part;
+    size_t n2;
+    params_copy(m, &w_part, &n2);
+    assert_int_equal(n, n2);
+    assert_memory_equal(w_full, w_part, n * sizeof(float));
+    printf("  %-10s %d thread(s): %d resumed steps equal bit for bit\n", policy, threads, STEPS - STOP);
+    free(w_full);
+    free(w_part);
+    actc_trainer_free(t);
+    actc_model_free(m);
+}
+
+static void test_resume_every_policy(void **state)
+{
+    (void)state;
+    actc_text_corpus c = corpus(4000);
+    actc_source *src;
+    assert_int_equal(actc_source_text(&c, 4, 16, 7, 4, &src), ACTC_OK);
+    static const char *const policies[] = {"none", "bf16", "quant:3", "actnn:L2", "actnn:L3", "division", "gact:4",
+                                           "gact:CB1"};
+    for (int threads = 1; threads <= 2; threads++)
+        for (size_t i = 0; i < sizeof policies / sizeof *policies; i++)
+            resume_case(tiny_gpt, src, policies[i], "adamw", threads);
+    actc_source_free(src);
+    actc_text_free(&c);
+}
+
+static actc_model *small_resnet(void)
+{
+    actc_model_opts mo = actc_model_default_opts();
+    mo.seed = 5;
+    actc_model *m = NULL;
+    if (actc_model_create("resnet20", &mo, &m) != ACTC_OK) fail_msg("resnet20: %s", actc_last_error());
+    return m;
+}
+
+/* Convolutions, batch norm's running statistics, SGD momentum and ActNN's
+ * per-sample bits of convolution inputs. */
+static void test_resume_resnet(void **state)
+{
+    (void)state;
+    actc_image_dataset d = images(32, 11);
+    actc_loader_opts lo = {0.3f, 0.35f, 2, 1, 1, 5};
+    actc_source *src;
+    assert_int_equal(actc_source_images(&d, 8, 1, &lo, &src), ACTC_OK);
+    resume_case(small_resnet, src, "actnn:L3", "sgd", 2);
+    resume_case(small_resnet, src, "gact:CB1", "sgd", 2);
+    actc_source_free(src);
+    actc_image_dataset_free(&d);
+}
+
+/* The test above would pass for a policy whose state is not needed: under
+ * actnn:L3 a resume that loads only the weights and the optimizer (what
+ * actc 0.1 did) must differ, or the test proves nothing. */
+static void test_policy_state_matters(void **state)
+{
+    (void)state;
+    actc_set_threads(2);
+    actc_text_corpus c = corpus(4000);
+    actc_source *src;
+    assert_int_equal(actc_source_text(&c, 4, 16, 7, 4, &src), ACTC_OK);
+    char path[256];
+    tpath(path, "weights.ckpt");
+    double full[STEPS], part[STEPS];
+    actc_model *m = tiny_gpt();
+    actc_trainer *t = trainer_for(m, "actnn:L3", "adamw");
+    run_steps(t, src, STEPS, full);
+    actc_trainer_free(t);
+    actc_model_free(m);
+    m = tiny_gpt();
+    t = trainer_for(m, "actnn:L3", "adamw");
+    run_steps(t, src, STOP, part);
+    assert_int_equal(actc_checkpoint_save(path, m, actc_trainer_optim(t), NULL), ACTC_OK);
+    actc_trainer_free(t);
+    actc_model_free(m);
+    m = tiny_gpt();
+    t = trainer_for(m, "actnn:L3", "adamw");
+    assert_int_equal(actc_checkpoint_load(path, m, actc_trainer_optim(t), NULL), ACTC_OK);
+    actc_trainer_set_position(t, STOP, 0, STOP);
+    run_steps(t, src, STEPS, part);
+    int differ = 0;
+    for (int s = STOP; s < STEPS; s++) differ += part[s] != full[s];
+    assert_true(differ > 0);
+    actc_trainer_free(t);
+    actc_model_free(m);
+    actc_source_free(src);
+    actc_text_free(&c);
+}
+
+/* ---- hooks ---- */
+
+typedef struct {
+    actc_trainer *t;
+    int n_params;
+    int order[256];       /* parameter indices in event order            */
+    int count[256];
+    int events, afters, bad_order;
+    uint64_t steps_at_event;
+    float first_w;        /* a weight when its event came                */
+} hook_log;
+
+static actc_status on_grad(actc_trainer *t, actc_tensor *p, int index, void *user)
+{
+    hook_log *h = user;
+    assert_true(index >= 0 && index < h->n_params);
+    h->order[h->events++] = index;
+    h->count[index]++;
+    h->steps_at_event = actc_trainer_steps(t); /* before the update: not advanced */
+    actc_tensor **ps;
+    actc_model_params(actc_trainer_model(t), &ps);
+    assert_ptr_equal(ps[index], p);
+    if (index == 0) h->first_w = p->data[0];
+    return ACTC_OK;
+}
+
+static actc_status on_after(actc_trainer *t, void *user)
+{
+    (void)t;
+    hook_log *h = user;
+    h->afters++;
+    return ACTC_OK;
+}
+
+static void check_hooks(const char *policy, int accum)
+{
+    actc_set_threads(2);
+    actc_text_corpus c = corpus(4000);
+    actc_source *src;
+    assert_int_equal(actc_source_text(&c, 4, 16, 7, 4, &src), ACTC_OK);
+    actc_model *m = tiny_gpt();
+    actc_trainer_opts o = actc_trainer_default_opts();
+    o.policy = policy;
+    o.optim = "adamw";
+    o.accum = accum;
+    o.controller.adapt_interval = 1; /* measuring passes every step: no events from them */
+    o.controller.estimate_samples = 2;
+    actc_trainer *t = NULL;
+    assert_int_equal(actc_trainer_new(m, &o, &t), ACTC_OK);
+    hook_log h;
+    memset(&h, 0, sizeof h);
+    actc_tensor **ps;
+    h.n_params = actc_model_params(m, &ps);
+    h.t = t;
+    actc_trainer_on_grad_complete(t, on_grad, &h);
+    actc_trainer_on_after_backward(t, on_after, &h);
+    for (int step = 0; step < 2; step++) {
+        memset(h.count, 0, sizeof h.count);
+        h.events = 0;
+        actc_batch b;
+        assert_int_equal(actc_source_get(src, 0, (uint64_t)step, (uint64_t)step, &b), ACTC_OK);
+        const float w0 = ps[0]->data[0];
+        assert_int_equal(actc_trainer_step(t, &b, NULL), ACTC_OK);
+        /* Once per parameter, before the update (the weight the hook saw is
+         * the old one, and the step count had not moved). */
+        assert_int_equal(h.events, h.n_params);
+        for (int i = 0; i < h.n_params; i++) assert_int_equal(h.count[i], 1);
+        assert_true(h.first_w == w0);
+        assert_true(ps[0]->data[0] != w0);
+        assert_int_equal(h.steps_at_event, (uint64_t)step);
+        assert_int_equal(h.afters, step + 1);
+        /* Reverse topological order: the head and the last block's
+         * parameters (created last) complete before the embeddings (first,
+         * used first in forward).  Parameter 0 is the token embedding, tied
+         * to the head: used first and last, it completes last. */
+        assert_int_equal(h.order[h.n_params - 1], 0);
+        int first_block = -1, last_block = -1;
+        for (int i = 0; i < h.n_params; i++) {
+            if (strncmp(ps[h.order[i]]->name, "h0.", 3) == 0 && first_block < 0) first_block = i;
+            if (strncmp(ps[h.order[i]]->name, "h1.", 3) == 0) last_block = i;
+        }
+        if (first_block >= 0 && last_block >= 0) assert_true(last_block < first_block);
+    }
+    actc_trainer_free(t);
+    actc_model_free(m);
+    actc_source_free(src);
+    actc_text_free(&c);
+}
+
+static void test_hooks(void **state)
+{
+    (void)state;
+    check_hooks("none", 1);
+    check_hooks("gact:4", 1);  /* measuring passes raise no events */
+    check_hooks("gact:CB1", 2); /* segments recomputed in backward, two micro-batches */
+}
+
+/* ---- micro-batches ---- */
+
+/* With accum = 2 the gradient is the whole batch's (to float rounding) and
+ * the context before backward holds one micro-batch. */
+static void test_accum(void **state)
+{
+    (void)state;
+    actc_set_threads(2);
+    actc_text_corpus c = corpus(4000);
+    actc_source *src;
+    assert_int_equal(actc_source_text(&c, 8, 16, 7, 4, &src), ACTC_OK);
+    actc_batch b;
+    assert_int_equal(actc_source_get(src, 0, 0, 0, &b), ACTC_OK);
+    float *g[2];
+    size_t ctx_bytes[2];
+    double loss[2];
+    size_t total = 0;
+    for (int k = 0; k < 2; k++) {
+        actc_model *m = tiny_gpt();
+        actc_trainer_opts o = actc_trainer_default_opts();
+        o.optim = "adamw";
+        o.accum = k + 1;
+        actc_trainer *t = NULL;
+        assert_int_equal(actc_trainer_new(m, &o, &t), ACTC_OK);
+        actc_store_reset_peak(actc_trainer_ctx(t));
+        actc_step_result r;
+        assert_int_equal(actc_trainer_backward(t, &b, &r), ACTC_OK);
+        loss[k] = r.loss;
+        assert_int_equal(r.rows, 8 * 16);
+        actc_store_stats ss;
+        actc_store_get_stats(actc_trainer_ctx(t), &ss);
+        ctx_bytes[k] = ss.stored_peak;
+        actc_tensor **ps;
+        int np = actc_model_params(m, &ps);
+        total = 0;
+        for (int i = 0; i < np; i++) total += ps[i]->numel;
+        g[k] = malloc(total * sizeof(float));
+        size_t off = 0;
+        for (int i = 0; i < np; i++) {
+            memcpy(g[k] + off, ps[i]->grad->data, ps[i]->numel * sizeof(float));
+            off += ps[i]->numel;
+        }
+        actc_trainer_free(t);
+        actc_model_free(m);
+    }
+    double num = 0, den = 0;
+    for (size_t i = 0; i < total; i++) {
+        num += ((double)g[0][i] - g[1][i]) * ((double)g[0][i] - g[1][i]);
+        den += (double)g[0][i] * g[0][i];
+    }
+    assert_true(sqrt(num / den) < 1e-5);
+    assert_true(fabs(loss[0] - loss[1]) < 1e-6 * fabs(loss[0]));
+    assert_true(ctx_bytes[1] * 10 < ctx_bytes[0] * 6); /* about half */
+    printf("  accum 2: gradient within %.2g of the whole batch's, context %zu vs %zu bytes\n", sqrt(num / den),
+           ctx_bytes[1], ctx_bytes[0]);
+    free(g[0]);
+    free(g[1]);
+    actc_source_free(src);
+    actc_text_free(&c);
+}
+
+/* ---- a user-defined model ---- */
+
+typedef struct {
+    actc_tensor *w1, *b1, *w2, *b2;
+} user_net;
+
+static actc_tensor *user_forward(actc_ctx *ctx, const actc_batch *b, void *user)
+{
+    user_net *n = user;
+    actc_tensor *f = actc_flatten(ctx, b->x);
+    actc_tensor *h = f ? actc_linear(ctx, f, n->w1, n->b1) : NULL;
+    actc_tensor_release(f);
+    actc_tensor *a = h ? actc_relu(ctx, h) : NULL;
+    actc_tensor_release(h);
+    actc_tensor *y = a ? actc_linear(ctx, a, n->w2, n->b2) : NULL;
+    actc_tensor_release(a);
+    return y;
+}
+
+static actc_model *user_model(user_net *n, uint64_t seed)
+{
+    int s1[2] = {32, 784}, s2[1] = {32}, s3[2] = {10, 32}, s4[1] = {10};
+    n->w1 = actc_param_new(2, s1, "w1");
+    n->b1 = actc_param_new(1, s2, "b1");
+    n->w2 = actc_param_new(2, s3, "w2");
+    n->b2 = actc_param_new(1, s4, "b2");
+    actc_tensor *ps[4] = {n->w1, n->b1, n->w2, n->b2};
+    for (int i = 0; i < 4; i++) tu_fill_uniform(ps[i], seed + (uint64_t)i, -0.05f, 0.05f);
+    actc_model *m = NULL;
+    if (actc_model_custom("user-mlp", ps, 4, NULL, 0, user_forward, n, &m) != ACTC_OK)
+        fail_msg("custom: %s", actc_last_error());
+    for (int i = 0; i < 4; i++) actc_tensor_release(ps[i]); /* the model holds them */
+    return m;
+}
+
+static void test_user_model(void **state)
+{
+    (void)state;
+    actc_set_threads(2);
+    actc_image_dataset d = images(64, 3);
+    actc_loader_opts lo = {0.3f, 0.35f, 0, 0, 1, 5};
+    actc_source *src;
+    assert_int_equal(actc_source_images(&d, 16, 1, &lo, &src), ACTC_OK);
+    char path[256];
+    tpath(path, "user.ckpt");
+    user_net n1, n2;
+    actc_model *m = user_model(&n1, 1);
+    assert_int_equal(actc_model_is_custom(m), 1);
+    actc_trainer_opts o = actc_trainer_default_opts();
+    o.policy = "actnn:L3";
+    actc_trainer *t = NULL;
+    assert_int_equal(actc_trainer_new(m, &o, &t), ACTC_OK);
+    actc_epoch_result er;
+    assert_int_equal(actc_trainer_train_epoch(t, src, NULL, NULL, &er), ACTC_OK);
+    assert_int_equal(er.steps, 4);
+    assert_int_equal(er.finished, 1);
+    assert_int_equal(actc_trainer_epoch(t), 1);
+    assert_int_equal(actc_trainer_save(t, path), ACTC_OK);
+    double next[1];
+    actc_batch b;
+    assert_int_equal(actc_source_get(src, 1, 0, 4, &b), ACTC_OK);
+    actc_step_result r;
+    assert_int_equal(actc_trainer_step(t, &b, &r), ACTC_OK);
+    next[0] = r.loss;
+    actc_ckpt_info info;
+    assert_int_equal(actc_checkpoint_info(path, &info), ACTC_OK);
+    assert_int_equal(info.custom, 1);
+    assert_string_equal(info.model, "user-mlp");
+    assert_int_equal(info.has_trainer, 1);
+    assert_string_equal(info.trainer.policy, "actnn:L3");
+    assert_int_equal(info.epoch, 1);
+    actc_model *none = NULL;
+    assert_int_equal(actc_checkpoint_model(path, &none), ACTC_ERR_INVALID);
+    assert_non_null(strstr(actc_last_error(), "actc_model_custom"));
+    /* The user's own model, rebuilt with other weights, resumes. */
+    actc_model *m2 = user_model(&n2, 99);
+    actc_trainer *t2 = NULL;
+    assert_int_equal(actc_trainer_new(m2, &info.trainer, &t2), ACTC_OK);
+    assert_int_equal(actc_trainer_load(t2, path), ACTC_OK);
+    assert_int_equal(actc_source_get(src, 1, 0, 4, &b), ACTC_OK);
+    assert_int_equal(actc_trainer_step(t2, &b, &r), ACTC_OK);
+    assert_true(r.loss == next[0]);
+    actc_eval_result ev;
+    assert_int_equal(actc_trainer_evaluate(t2, src, &ev), ACTC_OK);
+    assert_int_equal(ev.rows, 64);
+    assert_true(ev.accuracy >= 0 && ev.accuracy <= 1 && isfinite(ev.loss));
+    actc_trainer_free(t);
+    actc_trainer_free(t2);
+    actc_model_free(m);
+    actc_model_free(m2);
+    actc_source_free(src);
+    actc_image_dataset_free(&d);
+}
+
+static void test_custom_model_checks(void **state)
+{
+    (void)state;
+    int s[1] = {4};
+    actc_tensor *a = actc_param_new(1, s, "a"), *b = actc_param_new(1, s, "a"), *u = actc_param_new(1, s, "");
+    actc_tensor *ab[2] = {a, b};
+    actc_model *m = NULL;
+    assert_int_equal(actc_model_custom("x", ab, 2, NULL, 0, user_forward, NULL, &m), ACTC_ERR_INVALID);
+    assert_non_null(strstr(actc_last_error(), "two tensors are named 'a'"));
+    assert_int_equal(actc_model_custom("x", &u, 1, NULL, 0, user_forward, NULL, &m), ACTC_ERR_INVALID);
+    assert_non_null(strstr(actc_last_error(), "no name"));
+    assert_int_equal(actc_model_custom("x", &a, 1, NULL, 0, NULL, NULL, &m), ACTC_ERR_INVALID);
+    assert_null(m);
+    actc_tensor_release(a);
+    actc_tensor_release(b);
+    actc_tensor_release(u);
+}
+
+/* ---- bad checkpoints for a trainer ---- */
+
+typedef struct {
+    unsigned char *b;
+    size_t n;
+} file_image;
+
+static file_image slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    file_image im = {NULL, (size_t)ftell(f)};
+    fseek(f, 0, SEEK_SET);
+    im.b = malloc(im.n);
+    assert_int_equal(fread(im.b, 1, im.n, f), im.n);
+    fclose(f);
+    return im;
+}
+
+static void spit(const char *path, const unsigned char *b, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(b, 1, n, f), n);
+    fclose(f);
+}
+
+static uint64_t get64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
+static void put32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* A version 4 file with `cut` bytes removed from the end of section `tag`
+ * and every length and checksum made right again, so only the reader's
+ * parsing of the section can notice. */
+static void cut_section(file_image *im, uint32_t tag, size_t cut)
+{
+    const size_t R = im->b[20] | (size_t)im->b[21] << 8 | (size_t)im->b[22] << 16;
+    size_t pos = 24 + R + 4;
+    while (pos < im->n - 4) {
+        uint32_t tg = im->b[pos] | (uint32_t)im->b[pos + 1] << 8;
+        uint64_t len = get64(im->b + pos + 4);
+        if (tg == tag) {
+            assert_true(len >= cut);
+            put64(im->b + pos + 4, len - cut);
+            memmove(im->b + pos + 12 + len - cut, im->b + pos + 12 + len, im->n - (pos + 12 + len));
+            im->n -= cut;
+            put64(im->b + 12, im->n);
+            put32(im->b + 24 + R, (uint32_t)crc32(crc32(0L, Z_NULL, 0), im->b, (uInt)(24 + R)));
+            put32(im->b + im->n - 4, (uint32_t)crc32(crc32(0L, Z_NULL, 0), im->b, (uInt)(im->n - 4)));
+            return;
+        }
+        pos += 12 + len;
+    }
+    fail_msg("no section %u", tag);
+}
+
+/* Load must fail with st and a message holding needle, changing nothing:
+ * the weights, the position and the next step's loss stay. */
+static void expect_refused(actc_trainer *t, const char *path, actc_status st, const char *needle)
+{
+    actc_model *m = actc_trainer_model(t);
+    float *before, *after;
+    size_t n, n2;
+    params_copy(m, &before, &n);
+    const uint64_t steps = actc_trainer_steps(t);
+    actc_status s = actc_trainer_load(t, path);
+    if (s != st || !strstr(actc_last_error(), needle))
+        fail_msg("%s: expected %s with '%s', got %s: %s", path, actc_status_name(st), needle, actc_status_name(s),
+                 actc_last_error());
+    params_copy(m, &after, &n2);
+    assert_memory_equal(before, after, n * sizeof(float));
+    assert_int_equal(actc_trainer_steps(t), steps);
+    free(before);
+    free(after);
+}
+
+static void test_bad_trainer_checkpoints(void **state)
+{
+    (void)state;
+    actc_set_threads(2);
+    actc_text_corpus c = corpus(4000);
+    actc_source *src;
+    assert_int_equal(actc_source_text(&c, 4, 16, 7, 4, &src), ACTC_OK);
+    char good[256], bad[256];
+    tpath(good, "good.ckpt");
+    tpath(bad, "bad.ckpt");
+    double loss[STEPS];
+    actc_model *m = tiny_gpt();
+    actc_trainer *t = trainer_for(m, "gact:4", "adamw");
+    run_steps(t, src, 2, loss);
+    assert_int_equal(actc_trainer_save(t, good), ACTC_OK);
+    actc_trainer_free(t);
+    actc_model_free(m);
+
+    /* The trainer that must stay untouched: same model, other state. */
+    m = tiny_gpt();
+    t = trainer_for(m, "gact:4", "adamw");
+    run_steps(t, src, 1, loss);
+    /* Another policy. */
+    actc_trainer *t3 = trainer_for(m, "actnn:L3", "adamw");
+    expect_refused(t3, good, ACTC_ERR_INVALID, "trained with policy gact:4");
+    actc_trainer_free(t3);
+    /* Another optimizer. */
+    t3 = trainer_for(m, "gact:4", "sgd");
+    expect_refused(t3, good, ACTC_ERR_INVALID, "adamw optimizer state, not sgd");
+    actc_trainer_free(t3);
+    /* Another shape. */
+    actc_model_opts mo = *actc_model_get_opts(m);
+    mo.width = 32;
+    actc_model *wide = NULL;
+    assert_int_equal(actc_model_create("gpt", &mo, &wide), ACTC_OK);
+    t3 = trainer_for(wide, "gact:4", "adamw");
+    expect_refused(t3, good, ACTC_ERR_INVALID, "shape");
+    actc_trainer_free(t3);
+    actc_model_free(wide);
+    /* Another model. */
+    actc_model *mlp = NULL;
+    assert_int_equal(actc_model_create("mlp", NULL, &mlp), ACTC_OK);
+    t3 = trainer_for(mlp, "gact:4", "adamw");
+    expect_refused(t3, good, ACTC_ERR_INVALID, "holds model gpt, not mlp");
+    actc_trainer_free(t3);
+    actc_model_free(mlp);
+    /* A policy section and a controller section cut short (checksums
+     * recomputed, so only the parsers can tell). */
+    for (uint32_t tag = 3; tag <= 4; tag++) {
+        file_image im = slurp(good);
+        cut_section(&im, tag, 8);
+        spit(bad, im.b, im.n);
+        expect_refused(t, bad, ACTC_ERR_FORMAT, tag == 3 ? "policy state" : "controller state");
+        free(im.b);
+    }
+    /* A damaged byte in the policy section: the checksum. */
+    file_image im = slurp(good);
+    im.b[im.n - 40] ^= 4;
+    spit(bad, im.b, im.n);
+    expect_refused(t, bad, ACTC_ERR_FORMAT, "checksum mismatch");
+    free(im.b);
+    /* The good file loads into the same trainer. */
+    assert_int_equal(actc_trainer_load(t, good), ACTC_OK);
+    assert_int_equal(actc_trainer_steps(t), 2);
+    actc_trainer_free(t);
+    actc_model_free(m);
+    actc_source_free(src);
+    actc_text_free(&c);
+}
+
+/* ---- options, report, maxbatch ---- */
+
+static void test_bad_options(void **state)
+{
+    (void)state;
+    actc_model *m = tiny_gpt();
+    actc_trainer *t = NULL;
+    actc_trainer_opts o = actc_trainer_default_opts();
+    o.optim = "adam";
+    assert_int_equal(actc_trainer_new(m, &o, &t), ACTC_ERR_INVALID);
+    assert_non_null(strstr(actc_last_error(), "unknown optimizer 'adam'"));
+    o = actc_trainer_default_opts();
+    o.policy = "quant:9";
+    assert_int_equal(actc_trainer_new(m, &o, &t), ACTC_ERR_INVALID);
+    o = actc_trainer_default_opts();
+    o.schedule.kind = ACTC_LR_COSINE;
+    o.lr = 0.01f;
+    o.schedule.min_lr = 0.5f; /* a "decay" that would raise the rate */
+    assert_int_equal(actc_trainer_new(m, &o, &t), ACTC_ERR_INVALID);
+    assert_non_null(strstr(actc_last_error(), "floor"));
+    o = actc_trainer_default_opts();
+    o.schedule.kind = ACTC_LR_STEP;
+    o.schedule.step_size = 10;
+    o.schedule.gamma = 2.0f;
+    assert_int_equal(actc_trainer_new(m, &o, &t), ACTC_ERR_INVALID);
+    o = actc_trainer_default_opts();
+    o.accum = 0;
+    assert_int_equal(actc_trainer_new(m, &o, &t), ACTC_ERR_INVALID);
+    assert_null(t);
+    /* A batch without labels for a built-in model. */
+    assert_int_equal(actc_trainer_new(m, NULL, &t), ACTC_OK);
+    int32_t ids[16] = {0};
+    actc_batch b = {.ids = ids, .B = 1, .T = 16};
+    assert_int_equal(actc_trainer_step(t, &b, NULL), ACTC_ERR_INVALID);
+    assert_non_null(strstr(actc_last_error(), "no labels"));
+    assert_int_equal(actc_trainer_steps(t), 0);
+    actc_trainer_free(t);
+    actc_model_free(m);
+}
+
+static void test_report_and_maxbatch(void **state)
+{
+    (void)state;
+    actc_set_threads(2);
+    actc_text_corpus c = corpus(4000);
+    actc_source *src;
+    assert_int_equal(actc_source_text(&c, 4, 16, 7, 2, &src), ACTC_OK);
+    actc_model *m = tiny_gpt();
+    actc_trainer *t = trainer_for(m, "quant:2", "adamw");
+    assert_int_equal(actc_trainer_train_epoch(t, src, NULL, NULL, NULL), ACTC_OK);
+    char small[16], text[4096], json[4096];
+    const int need = actc_trainer_report(t, ACTC_REPORT_TEXT, small, sizeof small);
+    assert_int_equal(strlen(small), sizeof small - 1); /* cut, NUL-terminated */
+    assert_true(need > (int)sizeof small);
+    assert_int_equal(actc_trainer_report(t, ACTC_REPORT_TEXT, text, sizeof text), need);
+    assert_non_null(strstr(text, "context before backward: stored"));
+    assert_non_null(strstr(text, "CONTEXT"));
+    actc_trainer_report(t, ACTC_REPORT_JSON, json, sizeof json);
+    assert_true(json[0] == '{' && json[strlen(json) - 1] == '}');
+    assert_non_null(strstr(json, "\"context_ratio\":"));
+    actc_store_stats ss;
+    actc_store_get_stats(actc_trainer_ctx(t), &ss);
+    /* 2-bit saves, but the loss's probabilities (256 per token) stay fp32. */
+    const double ratio = actc_context_ratio(&ss);
+    assert_true(ratio > 1.5 && strstr(json, "\"context_ratio\":") != NULL);
+    actc_trainer_free(t);
+    actc_model_free(m);
+    actc_source_free(src);
+    actc_text_free(&c);
+
+    actc_maxbatch_opts mo = actc_maxbatch_default_opts();
+    mo.model = "mlp";
+    mo.model_opts.width = 64;
+    mo.budget = 6u << 20;
+    mo.start = 64;
+    mo.limit = 4096;
+    mo.trainer.policy = "none";
+    actc_maxbatch_result r;
+    assert_int_equal(actc_maxbatch(&mo, NULL, NULL, &r), ACTC_OK);
+    assert_true(r.batch >= 64 && r.failing == r.batch + 1 && r.peak <= mo.budget);
+    int none = r.batch;
+    mo.trainer.policy = "actnn:L3";
+    assert_int_equal(actc_maxbatch(&mo, NULL, NULL, &r), ACTC_OK);
+    assert_true(r.batch > none); /* compression fits a larger batch */
+    printf("  maxbatch mlp in 6 MiB: none %d, actnn:L3 %d\n", none, r.batch);
+    mo.budget = 1u << 10;
+    assert_int_equal(actc_maxbatch(&mo, NULL, NULL, &r), ACTC_ERR_OOM);
+    assert_non_null(strstr(actc_last_error(), "not even batch 64"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_resume_every_policy),    cmocka_unit_test(test_resume_resnet),
+        cmocka_unit_test(test_policy_state_matters),   cmocka_unit_test(test_hooks),
+        cmocka_unit_test(test_accum),                  cmocka_unit_test(test_user_model),
+        cmocka_unit_test(test_custom_model_checks),    cmocka_unit_test(test_bad_trainer_checkpoints),
+        cmocka_unit_test(test_bad_options),            cmocka_unit_test(test_report_and_maxbatch),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
