@@ -1,7 +1,9 @@
 /* A user-defined model with a user-defined operator, trained with the public
  * API only, checkpointed half-way and resumed.  The operator (swish,
  * y = x * sigmoid(x)) saves its input through the store like the built-in
- * ones, so compression applies to it without the operator knowing: run it
+ * ones, declaring its role (actc_save_as), so compression applies to it as
+ * to a built-in operator's save of that role, without the operator knowing
+ * the policy: run it
  * with "bf16" and its saved bytes halve.  The model is the user's own
  * (actc_model_custom: its parameters and its forward), so the library's
  * trainer steps it, saves and loads it by parameter name, and, under a
@@ -52,7 +54,11 @@ static actc_tensor *swish(actc_ctx *ctx, actc_tensor *x)
      * needs no gradient): then there is nothing to save either. */
     actc_node *node;
     actc_status st = actc_node_new(ctx, "swish", swish_backward, y, 1, &x, &node);
-    if (st == ACTC_OK && node) st = actc_save(ctx, node, x, ACTC_SAVE_ACT);
+    /* The save declares its role: the input of an element-wise function
+     * whose derivative backward recomputes from it, non-linearly (so a
+     * policy may keep it more precise), as for any built-in op's. */
+    const actc_save_role role = {.role = ACTC_ROLE_ACT_IN, .linear = 0};
+    if (st == ACTC_OK && node) st = actc_save_as(ctx, node, x, ACTC_SAVE_ACT, &role);
     if (st != ACTC_OK) {
         /* Our reference to y goes; a node already recorded stays on the tape
          * until the caller drops it (actc_ctx_reset), like the built-in ops'. */

@@ -57,25 +57,35 @@ static void test_division_targets(void **state)
     actc_policy *p, *pf;
     assert_int_equal(actc__policy_create("division", &p), ACTC_OK);
     assert_int_equal(actc__policy_create("division:seq=features", &pf), ACTC_OK);
+    /* Each operator's save with the role that operator declares for it
+     * (the policy decides on the role, not on the name). */
     const struct {
         const char *op;
         int ndim, div, rank, tokens, save_index;
-    } c[] = {{"conv2d", 4, 1, 2, 0, 0},  {"batchnorm2d", 4, 1, 2, 0, 0}, {"linear", 2, 1, 1, 0, 0},
-             {"linear", 3, 1, 1, 1, 0},  {"layernorm", 3, 1, 1, 1, 0},   {"rmsnorm", 3, 1, 1, 1, 0},
-             {"gelu", 3, 0, 0, 0, 0},    {"attention_flash", 4, 0, 0, 0, 0}, {"cross_entropy", 2, 0, 0, 0, 0},
-             {"matmul", 3, 0, 0, 0, 0},  {"conv2d", 5, 1, 3, 0, 0},
+        actc_role role;
+        int linear;
+    } c[] = {{"conv2d", 4, 1, 2, 0, 0, ACTC_ROLE_CONV_IN, 1},  {"batchnorm2d", 4, 1, 2, 0, 0, ACTC_ROLE_NORM_IN, 0},
+             {"linear", 2, 1, 1, 0, 0, ACTC_ROLE_LINEAR_IN, 1}, {"linear", 3, 1, 1, 1, 0, ACTC_ROLE_LINEAR_IN, 1},
+             {"layernorm", 3, 1, 1, 1, 0, ACTC_ROLE_NORM_IN, 0}, {"rmsnorm", 3, 1, 1, 1, 0, ACTC_ROLE_NORM_IN, 0},
+             {"gelu", 3, 0, 0, 0, 0, ACTC_ROLE_ACT_DERIV, 1},    {"attention_flash", 4, 0, 0, 0, 0, ACTC_ROLE_ATTN_Q, 0},
+             {"cross_entropy", 2, 0, 0, 0, 0, ACTC_ROLE_LOSS_IN, 1}, {"matmul", 3, 0, 0, 0, 0, ACTC_ROLE_MATMUL_IN, 1},
+             {"conv2d", 5, 1, 3, 0, 0, ACTC_ROLE_CONV_IN, 1},
              /* The textbook attention's Q and P stay fp32; its output O
-              * (save 4) is the output projection's input. */
-             {"attention_naive", 3, 0, 0, 0, 0}, {"attention_naive", 4, 0, 0, 0, 3},
-             {"attention_naive", 3, 1, 1, 1, 4}};
+              * (save 4) is the output projection's input.  The memory-
+              * efficient form's O (save 3) stays fp32. */
+             {"attention_naive", 3, 0, 0, 0, 0, ACTC_ROLE_ATTN_Q, 1}, {"attention_naive", 4, 0, 0, 0, 3, ACTC_ROLE_ATTN_PROBS, 1},
+             {"attention_naive", 3, 1, 1, 1, 4, ACTC_ROLE_ATTN_OUT, 1},
+             {"attention_flash", 3, 0, 0, 0, 3, ACTC_ROLE_ATTN_OUT, 0}};
     for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
         int shape[5] = {2, 3, 4, 5, 6};
         actc_tensor *t = actc_tensor_new(ACTC_MEM_ACT, c[i].ndim, shape);
         actc_save_desc d;
         memset(&d, 0, sizeof d);
+        const actc_save_role role = {c[i].role, c[i].linear, 0, 0, 0};
         d.op = c[i].op;
         d.save_index = c[i].save_index;
         d.kind = ACTC_SAVE_ACT;
+        d.role = &role;
         d.t = t;
         for (int k = 0; k < 2; k++) {
             actc_policy *pol = k ? pf : p;
@@ -106,8 +116,10 @@ static void test_division_targets(void **state)
         actc_tensor *t = actc_tensor_new(ACTC_MEM_ACT, 4, shape);
         actc_save_desc d;
         memset(&d, 0, sizeof d);
+        const actc_save_role role = {ACTC_ROLE_CONV_IN, 1, 0, 3, 3};
         d.op = "conv2d";
         d.kind = ACTC_SAVE_ACT;
+        d.role = &role;
         d.t = t;
         assert_int_equal(actc__policy_create(abl[i].spec, &p), ACTC_OK);
         const actc_codec *codec = NULL;
@@ -121,6 +133,79 @@ static void test_division_targets(void **state)
         actc__policy_free(p);
         actc_tensor_release(t);
     }
+}
+
+/* ---- roles: a user's operator is compressed as the built-in one ------------------ */
+
+static actc_status no_backward(actc_ctx *ctx, actc_node *node)
+{
+    (void)ctx;
+    (void)node;
+    return ACTC_OK;
+}
+
+/* Bytes the store holds after a user operator saves x with role (NULL:
+ * plain actc_save); the tape is dropped afterwards. */
+static size_t user_save(actc_ctx *ctx, actc_tensor *x, const actc_save_role *role)
+{
+    actc_tensor *y = actc_tensor_new(ACTC_MEM_ACT, x->ndim, x->shape);
+    actc_node *node = NULL;
+    assert_int_equal(actc_node_new(ctx, "my_op", no_backward, y, 1, &x, &node), ACTC_OK);
+    assert_non_null(node);
+    assert_int_equal(role ? actc_save_as(ctx, node, x, ACTC_SAVE_ACT, role) : actc_save(ctx, node, x, ACTC_SAVE_ACT),
+                     ACTC_OK);
+    return tu_stored_after(ctx, y);
+}
+
+/* Under policies that decide by role (DIVISION: layer inputs; actnn:L1:
+ * convolution inputs), a user-defined operator that declares the role of
+ * the built-in one is stored in the same number of bytes as the built-in
+ * operator's save; one that declares nothing is left in fp32. */
+static void test_user_op_roles(void **state)
+{
+    (void)state;
+    actc_ctx *ctx = actc_ctx_new();
+    int xs[2] = {16, 96}, ws[2] = {32, 96}, is[4] = {4, 8, 12, 12}, ks[4] = {8, 8, 3, 3};
+    actc_tensor *x = tu_rand(2, xs, 1, -1, 1, 1), *w = actc_param_new(2, ws, "w");
+    actc_tensor *img = tu_rand(4, is, 3, -1, 1, 1), *k = actc_param_new(4, ks, "k");
+    tu_fill_uniform(w, 2, -1, 1);
+    tu_fill_uniform(k, 4, -1, 1);
+    const size_t fp32_x = x->numel * sizeof(float), fp32_img = img->numel * sizeof(float);
+
+    assert_int_equal(actc_ctx_set_policy(ctx, "division"), ACTC_OK);
+    const size_t builtin = tu_stored_after(ctx, actc_linear(ctx, x, w, NULL));
+    actc_save_role lin = {ACTC_ROLE_LINEAR_IN, 1, 96, 0, 0};
+    assert_true(builtin < fp32_x / 4);
+    assert_int_equal(user_save(ctx, x, &lin), builtin);
+    assert_int_equal(user_save(ctx, x, NULL), fp32_x);
+    const actc_save_role deriv = {ACTC_ROLE_ACT_DERIV, 1, 0, 0, 0};
+    assert_int_equal(user_save(ctx, x, &deriv), fp32_x); /* DIVISION keeps element-wise saves exact */
+
+    assert_int_equal(actc_ctx_set_policy(ctx, "actnn:L1"), ACTC_OK);
+    const size_t conv = tu_stored_after(ctx, actc_conv2d(ctx, img, k, NULL, 1, 1));
+    const actc_save_role cin = {ACTC_ROLE_CONV_IN, 1, 72, 3, 3};
+    assert_true(conv < fp32_img / 6);
+    assert_int_equal(user_save(ctx, img, &cin), conv);
+    assert_int_equal(user_save(ctx, img, &lin), fp32_img); /* L1: convolution inputs only */
+
+    assert_int_equal(actc_ctx_set_policy(ctx, "actnn:L2"), ACTC_OK);
+    const actc_save_role loss = {ACTC_ROLE_LOSS_IN, 1, 0, 0, 0};
+    assert_int_equal(user_save(ctx, x, &loss), fp32_x); /* what a loss keeps stays exact */
+    assert_true(user_save(ctx, x, NULL) < fp32_x / 6);
+    /* An undefined role is refused. */
+    const actc_save_role bogus = {(actc_role)99, 1, 0, 0, 0};
+    actc_tensor *y = actc_tensor_new(ACTC_MEM_ACT, 2, xs);
+    actc_node *node = NULL;
+    assert_int_equal(actc_node_new(ctx, "my_op", no_backward, y, 1, &x, &node), ACTC_OK);
+    assert_int_equal(actc_save_as(ctx, node, x, ACTC_SAVE_ACT, &bogus), ACTC_ERR_INVALID);
+    assert_non_null(strstr(actc_last_error(), "unknown save role 99"));
+    actc_ctx_reset(ctx);
+    actc_tensor_release(y);
+    actc_tensor_release(x);
+    actc_tensor_release(w);
+    actc_tensor_release(img);
+    actc_tensor_release(k);
+    actc_ctx_free(ctx);
 }
 
 /* ---- greedy allocation --------------------------------------------------------- */
@@ -335,6 +420,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_specs),
         cmocka_unit_test(test_division_targets),
+        cmocka_unit_test(test_user_op_roles),
         cmocka_unit_test(test_greedy_matches_exhaustive),
         cmocka_unit_test(test_mixed_precision_bits),
         cmocka_unit_test(test_shared_save_sums_gradients),

@@ -11,7 +11,9 @@
 #include "../codec/codec.h"
 #include "../core/core.h"
 
-/* What the store tells a policy about one save. */
+/* What the store tells a policy about one save.  Policies decide on the
+ * role and the shapes; op, scope and save_index are for naming (tables,
+ * messages) and for the stable key, never for choosing a codec. */
 typedef struct {
     const char *op;          /* operator name of the saving node              */
     const char *scope;       /* name scope of the node ("layer1.0")           */
@@ -21,6 +23,7 @@ typedef struct {
                                 the same tensor of the same layer has the same
                                 key in every step, whatever the save order     */
     actc_save_kind kind;
+    const actc_save_role *role; /* what the save is (never NULL)             */
     const actc_tensor *t;    /* the tensor being saved (data readable)        */
     uint64_t step;           /* training step                                 */
     const actc_node *node;   /* the saving node (its inputs' shapes, attrs)   */

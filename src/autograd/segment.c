@@ -101,7 +101,9 @@ actc_tensor *actc_segment(actc_ctx *ctx, actc_segment_fn fn, void *user, actc_te
             sg = NULL;
             actc__node_hold_params(node, used.t, used.n);
             used.t = NULL;
-            if (actc_save(ctx, node, x, ACTC_SAVE_ACT) != ACTC_OK) {
+            /* The region is recomputed from x: not linear in it. */
+            static const actc_save_role r = {ACTC_ROLE_SEGMENT_IN, 0, 0, 0, 0};
+            if (actc_save_as(ctx, node, x, ACTC_SAVE_ACT, &r) != ACTC_OK) {
                 actc_tensor_release(y);
                 y = NULL;
             }

@@ -103,8 +103,28 @@ static actc_status check_index(const actc_tensor *t, const actc_node *node)
     return ACTC_OK;
 }
 
+const char *actc_role_name(actc_role r)
+{
+    static const char *const names[ACTC_ROLE_NROLES] = {
+        "unknown",  "linear_in",  "matmul_in",  "conv_in",    "norm_in",     "act_in",      "act_deriv",
+        "mul_in",   "attn_q",     "attn_k",     "attn_v",     "attn_out",    "attn_probs",  "attn_stats",
+        "softmax_out", "loss_in", "segment_in", "stats",      "weight",      "mask",        "index"};
+    return (unsigned)r < ACTC_ROLE_NROLES ? names[r] : "?";
+}
+
 actc_status actc_save(actc_ctx *ctx, actc_node *node, const actc_tensor *t, actc_save_kind kind)
 {
+    return actc_save_as(ctx, node, t, kind, NULL);
+}
+
+actc_status actc_save_as(actc_ctx *ctx, actc_node *node, const actc_tensor *t, actc_save_kind kind,
+                         const actc_save_role *role)
+{
+    static const actc_save_role undeclared = {ACTC_ROLE_UNKNOWN, 0, 0, 0, 0};
+    if (!role) role = &undeclared;
+    if ((unsigned)role->role >= ACTC_ROLE_NROLES)
+        return actc_set_error(ACTC_ERR_INVALID, "operator %s: unknown save role %d", node ? node->op : "?",
+                              (int)role->role);
     if (!node) return actc_set_error(ACTC_ERR_STATE, "actc_save without a tape node");
     if (!t || !t->data)
         return actc_set_error(ACTC_ERR_INVALID, "operator %s saved a tensor without data", node->op);
@@ -135,7 +155,7 @@ actc_status actc_save(actc_ctx *ctx, actc_node *node, const actc_tensor *t, actc
     memset(&args, 0, sizeof args);
     args.ndim = t->ndim;
     memcpy(args.shape, t->shape, sizeof args.shape);
-    actc_save_desc d = {node->op, node->scope_, k, node->index_, stable_key(ctx, node, k), kind, t,
+    actc_save_desc d = {node->op, node->scope_, k, node->index_, stable_key(ctx, node, k), kind, role, t,
                         ctx->step, node};
     args.key = actc_rng_key(ctx->seed ^ 0x53544F5245ULL, actc__stream_step(ctx), d.stable_key);
     const actc_codec *codec = NULL;

@@ -106,7 +106,9 @@ static actc_tensor *act_forward(actc_ctx *ctx, actc_tensor *x, int kind, const c
     actc_status s = ACTC_OK;
     if (node) {
         node->iattr[0] = kind;
-        s = actc_save(ctx, node, d, ACTC_SAVE_ACT);
+        /* dx = dy * f'(x): linear in the saved derivative. */
+        const actc_save_role r = actc__role(ACTC_ROLE_ACT_DERIV, 1);
+        s = actc_save_as(ctx, node, d, ACTC_SAVE_ACT, &r);
     }
     actc_tensor_release(d);
     if (s != ACTC_OK) {

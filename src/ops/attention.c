@@ -211,11 +211,18 @@ actc_tensor *actc_attention_naive(actc_ctx *ctx, actc_tensor *q, actc_tensor *k,
     if (y && node) {
         node->iattr[IA_H] = d.H;
         const actc_tensor *save[NAIVE_NSAVES] = {q, k, v, pall, y};
-        for (int i = 0; i < NAIVE_NSAVES && y; i++)
-            if (actc_save(ctx, node, save[i], ACTC_SAVE_ACT) != ACTC_OK) {
+        /* Backward is linear in each save: dV = P^T dO, dP = dO V^T, dS =
+         * P (dP - rowsum(dO O)), dQ = dS K, dK = dS^T Q (products of
+         * independently rounded saves stay unbiased). */
+        static const actc_role roles[NAIVE_NSAVES] = {ACTC_ROLE_ATTN_Q, ACTC_ROLE_ATTN_K, ACTC_ROLE_ATTN_V,
+                                                       ACTC_ROLE_ATTN_PROBS, ACTC_ROLE_ATTN_OUT};
+        for (int i = 0; i < NAIVE_NSAVES && y; i++) {
+            const actc_save_role r = actc__role(roles[i], 1);
+            if (actc_save_as(ctx, node, save[i], ACTC_SAVE_ACT, &r) != ACTC_OK) {
                 actc_tensor_release(y);
                 y = NULL;
             }
+        }
     }
     actc_tensor_release(pall); /* the store holds its own copy */
     return y;

@@ -210,10 +210,14 @@ static actc_tensor *bn_forward(actc_ctx *ctx, actc_tensor *x, actc_tensor *gamma
     }
     if (node) {
         node->iattr[0] = gamma && !gamma->is_param;
-        if (actc_save(ctx, node, x, ACTC_SAVE_ACT) != ACTC_OK ||
-            actc_save(ctx, node, mean, ACTC_SAVE_EXACT) != ACTC_OK ||
-            actc_save(ctx, node, rstd, ACTC_SAVE_EXACT) != ACTC_OK ||
-            (node->iattr[0] && actc_save(ctx, node, gamma, ACTC_SAVE_EXACT) != ACTC_OK))
+        /* dx depends on x through the normalised x-hat and its mean with dy:
+         * not linear in x (rounding x biases dx). */
+        const actc_save_role xr = actc__role(ACTC_ROLE_NORM_IN, 0), sr = actc__role(ACTC_ROLE_STATS, 0),
+                             gr = actc__role(ACTC_ROLE_WEIGHT, 1);
+        if (actc_save_as(ctx, node, x, ACTC_SAVE_ACT, &xr) != ACTC_OK ||
+            actc_save_as(ctx, node, mean, ACTC_SAVE_EXACT, &sr) != ACTC_OK ||
+            actc_save_as(ctx, node, rstd, ACTC_SAVE_EXACT, &sr) != ACTC_OK ||
+            (node->iattr[0] && actc_save_as(ctx, node, gamma, ACTC_SAVE_EXACT, &gr) != ACTC_OK))
             goto fail;
     }
     /* x is saved: now y may take its buffer over. */

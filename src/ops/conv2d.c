@@ -757,7 +757,12 @@ static actc_tensor *record_conv(actc_ctx *ctx, actc_tensor *x, actc_tensor *w, a
     if (node) {
         node->iattr[IA_STRIDE] = stride;
         node->iattr[IA_PAD] = pad;
-        if (actc__save_product_inputs(ctx, node, x, w, &node->iattr[IA_XSLOT], &node->iattr[IA_WSLOT]) !=
+        /* dW is a correlation of the saved input with dy: linear in it. */
+        actc_save_role xr = actc__role(ACTC_ROLE_CONV_IN, 1);
+        xr.kernel_h = w->shape[2];
+        xr.kernel_w = w->shape[3];
+        xr.fan_in = w->shape[1] * w->shape[2] * w->shape[3];
+        if (actc__save_product_inputs(ctx, node, x, w, &xr, &node->iattr[IA_XSLOT], &node->iattr[IA_WSLOT]) !=
             ACTC_OK) {
             actc_tensor_release(y);
             return NULL;

@@ -141,7 +141,9 @@ actc_tensor *actc_cross_entropy(actc_ctx *ctx, actc_tensor *logits, const int32_
         memcpy(copy, labels, (size_t)N * sizeof *copy);
         node->user = copy;
         node->user_free = free;
-        if (actc_save(ctx, node, probs, ACTC_SAVE_ACT) != ACTC_OK) {
+        /* dlogits = (p - onehot) / N: linear in the saved probabilities. */
+        const actc_save_role r = actc__role(ACTC_ROLE_LOSS_IN, 1);
+        if (actc_save_as(ctx, node, probs, ACTC_SAVE_ACT, &r) != ACTC_OK) {
             actc_tensor_release(y);
             y = NULL;
         }

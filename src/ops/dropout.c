@@ -80,7 +80,8 @@ actc_tensor *actc_dropout(actc_ctx *ctx, actc_tensor *x, float p)
         if (md) md[i] = (float)keep;
     }
     if (mask) {
-        actc_status st = actc_save(ctx, node, mask, ACTC_SAVE_MASK);
+        const actc_save_role r = actc__role(ACTC_ROLE_MASK, 1);
+        actc_status st = actc_save_as(ctx, node, mask, ACTC_SAVE_MASK, &r);
         actc_tensor_release(mask);
         if (st != ACTC_OK) {
             actc_tensor_release(y);

@@ -90,7 +90,8 @@ actc_tensor *actc_embedding(actc_ctx *ctx, const int32_t *ids, int B, int T, act
             return NULL;
         }
         for (size_t i = 0; i < ntok; i++) idt->data[i] = (float)ids[i];
-        const actc_status s = actc_save(ctx, node, idt, ACTC_SAVE_INDEX);
+        const actc_save_role r = actc__role(ACTC_ROLE_INDEX, 1);
+        const actc_status s = actc_save_as(ctx, node, idt, ACTC_SAVE_INDEX, &r);
         actc_tensor_release(idt);
         if (s != ACTC_OK) {
             actc_tensor_release(y);

@@ -106,7 +106,10 @@ actc_tensor *actc_linear(actc_ctx *ctx, actc_tensor *x, actc_tensor *w, actc_ten
     if (!actc__op_record(ctx, "linear", linear_backward, y, b ? 3 : 2, inp, &node)) return NULL;
     if (node) {
         node->iattr[IA_M] = M;
-        if (actc__save_product_inputs(ctx, node, x, w, &node->iattr[IA_XSLOT], &node->iattr[IA_WSLOT]) !=
+        /* dW = x^T dy is linear in the saved input. */
+        actc_save_role xr = actc__role(ACTC_ROLE_LINEAR_IN, 1);
+        xr.fan_in = in;
+        if (actc__save_product_inputs(ctx, node, x, w, &xr, &node->iattr[IA_XSLOT], &node->iattr[IA_WSLOT]) !=
             ACTC_OK) {
             actc_tensor_release(y);
             return NULL;

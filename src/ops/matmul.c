@@ -147,7 +147,12 @@ actc_tensor *actc_matmul(actc_ctx *ctx, actc_tensor *a, actc_tensor *b, int tran
     if (node) {
         node->iattr[IA_TA] = ta;
         node->iattr[IA_TB] = tb;
-        if (actc__save_operands(ctx, node, a, b, &node->iattr[IA_ASLOT], &node->iattr[IA_BSLOT]) != ACTC_OK) {
+        /* Each operand's gradient is linear in the other.  An operand
+         * multiplied by a parameter is a layer's input. */
+        actc_save_role ar = actc__role(b->is_param ? ACTC_ROLE_LINEAR_IN : ACTC_ROLE_MATMUL_IN, 1),
+                       br = actc__role(a->is_param ? ACTC_ROLE_LINEAR_IN : ACTC_ROLE_MATMUL_IN, 1);
+        ar.fan_in = br.fan_in = mm_dims_of(a, b, ta, tb).K;
+        if (actc__save_operands(ctx, node, a, b, &ar, &br, &node->iattr[IA_ASLOT], &node->iattr[IA_BSLOT]) != ACTC_OK) {
             actc_tensor_release(y);
             return NULL;
         }

@@ -51,7 +51,9 @@ actc_tensor *actc_mul(actc_ctx *ctx, actc_tensor *a, actc_tensor *b)
     actc_node *node;
     if (!actc__op_record(ctx, "mul", mul_backward, y, 2, in, &node)) return NULL;
     if (node) {
-        if (actc__save_operands(ctx, node, a, b, &node->iattr[IA_ASLOT], &node->iattr[IA_BSLOT]) != ACTC_OK) {
+        /* da = dy * b, db = dy * a: each linear in the other operand. */
+        const actc_save_role r = actc__role(ACTC_ROLE_MUL_IN, 1);
+        if (actc__save_operands(ctx, node, a, b, &r, &r, &node->iattr[IA_ASLOT], &node->iattr[IA_BSLOT]) != ACTC_OK) {
             actc_tensor_release(y);
             return NULL;
         }

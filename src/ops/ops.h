@@ -43,13 +43,21 @@ static inline int actc__chunk_rows(const actc_tensor *t)
     return r < (size_t)rows ? (int)r : rows;
 }
 
+/* A save's declaration (actc_save_role) in one expression. */
+static inline actc_save_role actc__role(actc_role role, int linear)
+{
+    actc_save_role r = {role, linear, 0, 0, 0};
+    return r;
+}
+
 /* Save helper for forward code: on failure release y and return NULL. */
-#define OP_SAVE(ctx, node, t, kind, y)                                  \
-    do {                                                                \
-        if (actc_save((ctx), (node), (t), (kind)) != ACTC_OK) {         \
-            actc_tensor_release(y);                                     \
-            return NULL;                                                \
-        }                                                               \
+#define OP_SAVE(ctx, node, t, kind, role, y)                                   \
+    do {                                                                       \
+        const actc_save_role op_save_role_ = (role);                           \
+        if (actc_save_as((ctx), (node), (t), (kind), &op_save_role_) != ACTC_OK) { \
+            actc_tensor_release(y);                                            \
+            return NULL;                                                       \
+        }                                                                      \
     } while (0)
 /* Check two inputs of an element-wise binary op (present, same shape) and
  * make its output; NULL with ACTC_ERR_INVALID naming op and shapes.  With
@@ -83,44 +91,49 @@ static inline actc_tensor *actc__binary_output(const char *op, const char *sym, 
 }
 
 /* What a product y = f(x, w) (linear, conv2d) keeps for backward: x only
- * if w needs a gradient (dW needs x), w's value only if x needs a gradient
- * (dx needs w).  A parameter outlives the step and is read in place; any other
- * weight may be freed before backward, so it is kept exactly.  *xslot and
- * *wslot receive the save indices for actc_load, or -1. */
+ * if w needs a gradient (dW needs x), as xrole declares it; w's value only
+ * if x needs a gradient (dx needs w).  A parameter outlives the step and is
+ * read in place; any other weight may be freed before backward, so it is
+ * kept exactly.  *xslot and *wslot receive the save indices for actc_load,
+ * or -1. */
 static inline actc_status actc__save_product_inputs(actc_ctx *ctx, actc_node *node, actc_tensor *x,
-                                                    actc_tensor *w, int *xslot, int *wslot)
+                                                    actc_tensor *w, const actc_save_role *xrole, int *xslot,
+                                                    int *wslot)
 {
     int k = 0;
     actc_status s = ACTC_OK;
     *xslot = *wslot = -1;
     if (w->requires_grad) {
-        if ((s = actc_save(ctx, node, x, ACTC_SAVE_ACT)) != ACTC_OK) return s;
+        if ((s = actc_save_as(ctx, node, x, ACTC_SAVE_ACT, xrole)) != ACTC_OK) return s;
         *xslot = k++;
     }
     if (x->requires_grad && !w->is_param) {
-        if ((s = actc_save(ctx, node, w, ACTC_SAVE_EXACT)) != ACTC_OK) return s;
+        const actc_save_role wrole = actc__role(ACTC_ROLE_WEIGHT, 1);
+        if ((s = actc_save_as(ctx, node, w, ACTC_SAVE_EXACT, &wrole)) != ACTC_OK) return s;
         *wslot = k++;
     }
     return s;
 }
 
 /* What an element-wise or matrix product y = a * b (mul, matmul) keeps for
- * backward: each input is the other's gradient factor, so a is saved (ACT)
- * only if b needs a gradient and b only if a does; a parameter outlives the
- * step and is never saved (actc__input_value reads it in place).  *aslot
- * and *bslot receive the save indices for actc_load, or -1. */
+ * backward: each input is the other's gradient factor, so a is saved (ACT,
+ * as arole declares it) only if b needs a gradient and b only if a does; a
+ * parameter outlives the step and is never saved (actc__input_value reads
+ * it in place).  *aslot and *bslot receive the save indices for actc_load,
+ * or -1. */
 static inline actc_status actc__save_operands(actc_ctx *ctx, actc_node *node, actc_tensor *a, actc_tensor *b,
-                                              int *aslot, int *bslot)
+                                              const actc_save_role *arole, const actc_save_role *brole, int *aslot,
+                                              int *bslot)
 {
     int k = 0;
     actc_status s;
     *aslot = *bslot = -1;
     if (b->requires_grad && !a->is_param) {
-        if ((s = actc_save(ctx, node, a, ACTC_SAVE_ACT)) != ACTC_OK) return s;
+        if ((s = actc_save_as(ctx, node, a, ACTC_SAVE_ACT, arole)) != ACTC_OK) return s;
         *aslot = k++;
     }
     if (a->requires_grad && !b->is_param) {
-        if ((s = actc_save(ctx, node, b, ACTC_SAVE_ACT)) != ACTC_OK) return s;
+        if ((s = actc_save_as(ctx, node, b, ACTC_SAVE_ACT, brole)) != ACTC_OK) return s;
         *bslot = k++;
     }
     return ACTC_OK;

@@ -128,7 +128,8 @@ actc_tensor *actc_maxpool2d(actc_ctx *ctx, actc_tensor *x, int k, int s, int p)
         }
     }
     if (idx) {
-        actc_status st = actc_save(ctx, node, idx, ACTC_SAVE_INDEX);
+        const actc_save_role r = actc__role(ACTC_ROLE_INDEX, 1);
+        actc_status st = actc_save_as(ctx, node, idx, ACTC_SAVE_INDEX, &r);
         actc_tensor_release(idx);
         if (st != ACTC_OK) {
             actc_tensor_release(y);

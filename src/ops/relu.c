@@ -57,7 +57,7 @@ static actc_tensor *relu_forward(actc_ctx *ctx, actc_tensor *x, int take)
 
     actc_node *node;
     if (!actc__op_record(ctx, "relu", relu_backward, y, 1, &x, &node)) return NULL;
-    if (node) OP_SAVE(ctx, node, y, ACTC_SAVE_MASK, y);
+    if (node) OP_SAVE(ctx, node, y, ACTC_SAVE_MASK, actc__role(ACTC_ROLE_MASK, 1), y);
     return y;
 }
 

@@ -96,7 +96,8 @@ actc_tensor *actc_softmax_causal(actc_ctx *ctx, actc_tensor *x, float scale)
     if (!actc__op_record(ctx, "softmax_causal", softmax_backward, y, 1, &x, &node)) return NULL;
     if (node) {
         node->fattr[0] = scale;
-        OP_SAVE(ctx, node, y, ACTC_SAVE_ACT, y);
+        /* dx = y * (dy - sum(dy y)): quadratic in the saved output. */
+        OP_SAVE(ctx, node, y, ACTC_SAVE_ACT, actc__role(ACTC_ROLE_SOFTMAX_OUT, 0), y);
     }
     return y;
 }

@@ -58,8 +58,6 @@ int actc__gact_tensors(const actc_policy *p, actc_saved_info *out, int cap);
 actc_status actc__controller_save(const actc_controller *c, actc__wbuf *w);
 actc_status actc__controller_load(actc_controller *c, actc__rbuf *r);
 
-/* 1 for operators that compute a loss: ActNN and GACT keep their saves exact. */
-int actc__is_loss_op(const char *op);
 /* The mixed-precision policy's per-layer state, for tests and inspection:
  * stable key, budget b^(l) and gradient magnitude g^(l) (< 0: not seen in a
  * backward yet) of up to cap layers.  Returns the number of layers, or -1 if

@@ -101,21 +101,14 @@ static int reserve_samples(layer *l, int N)
     return 1;
 }
 
-static int is_norm_op(const char *op)
-{
-    return !strcmp(op, "batchnorm2d") || !strcmp(op, "layernorm") || !strcmp(op, "rmsnorm");
-}
-
 /* s^(l): how strongly the saving operator's weight gradient reacts to noise
  * in this input (see the top of the file). */
 static double op_scale(const actc_save_desc *d)
 {
     const actc_tensor *t = d->t;
-    if (!strcmp(d->op, "conv2d") && t->ndim == 4 && d->node && d->node->n_inputs > 1 &&
-        d->node->inputs[1]->ndim == 4) {
-        const int *w = d->node->inputs[1]->shape;
-        return (double)w[2] * w[3] / ((double)t->shape[2] * t->shape[3]);
-    }
+    const actc_save_role *r = d->role;
+    if (r->role == ACTC_ROLE_CONV_IN && t->ndim == 4 && r->kernel_h > 0 && r->kernel_w > 0)
+        return (double)r->kernel_h * r->kernel_w / ((double)t->shape[2] * t->shape[3]);
     return 1.0;
 }
 
@@ -123,7 +116,7 @@ static actc_status actnn_choose(actc_policy *p, const actc_save_desc *d, const a
                                 actc_codec_args *args)
 {
     actnn_state *s = p->state;
-    if (actc__is_loss_op(d->op)) {
+    if (d->role->role == ACTC_ROLE_LOSS_IN) {
         *codec = &actc_codec_fp32;
         return ACTC_OK;
     }
@@ -142,7 +135,7 @@ static actc_status actnn_choose(actc_policy *p, const actc_save_desc *d, const a
     l->N = N;
     l->D = D;
     l->scale = op_scale(d);
-    l->fixed = is_norm_op(d->op);
+    l->fixed = d->role->role == ACTC_ROLE_NORM_IN;
     actc_quant_range_sq(t->data, N, D, ACTC_QUANT_GROUP, l->range_sq);
     /* Within one layer g^(l) is common to all samples: ||R_n||^2 decides. */
     actc_status st = actc__alloc_bits_greedy(N, l->range_sq, NULL, 1, ACTNN_MAX_BITS, l->bits * N, l->sbits);

@@ -16,23 +16,26 @@
  *   2-D [N,D]      1-D maps, one per sample (Theorem 3B)
  *   1-D            the whole tensor is one map. */
 #include "policy.h"
-#include <string.h>
 
 typedef struct {
     int block, bits, mode, tokens;
 } division_state;
 
-/* The textbook attention's output O (its fifth save) is the output
- * projection's input: the store keeps the one tensor once, in the codec of
- * its first save, so it is compressed as that linear's input would be. */
-enum { NAIVE_ATTENTION_OUTPUT = 4 };
-
+/* The inputs of layers with weights and of normalisations.  Attention's
+ * output is the output projection's input too: the store keeps the one
+ * tensor once, in the codec of its first save (the attention's), so when
+ * attention uses it linearly (the textbook form) it is compressed as that
+ * linear's input would be; the memory-efficient form recomputes its
+ * probabilities from it and keeps it exact. */
 static int division_applies(const actc_save_desc *d)
 {
-    static const char *const ops[] = {"linear", "conv2d", "batchnorm2d", "layernorm", "rmsnorm"};
-    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
-        if (!strcmp(d->op, ops[i])) return 1;
-    return !strcmp(d->op, "attention_naive") && d->save_index == NAIVE_ATTENTION_OUTPUT;
+    switch (d->role->role) {
+    case ACTC_ROLE_LINEAR_IN:
+    case ACTC_ROLE_CONV_IN:
+    case ACTC_ROLE_NORM_IN: return 1;
+    case ACTC_ROLE_ATTN_OUT: return d->role->linear;
+    default: return 0;
+    }
 }
 
 static actc_status division_choose(actc_policy *p, const actc_save_desc *d, const actc_codec **codec,

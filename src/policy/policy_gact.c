@@ -54,10 +54,10 @@ static gact_tensor *find(gact_state *s, uint64_t key)
     return NULL;
 }
 
-static int default_bits(const gact_state *s, const char *op)
+static int default_bits(const gact_state *s, actc_role role)
 {
     if (s->fixed_bits) return s->fixed_bits;
-    if (actc__is_loss_op(op)) return 32;
+    if (role == ACTC_ROLE_LOSS_IN) return 32;
     for (int k = 0; k < LADDER_LEVELS; k++)
         if (k_ladder[k] <= s->budget) return k_ladder[k];
     return 1;
@@ -78,7 +78,7 @@ static gact_tensor *get(gact_state *s, const actc_save_desc *d)
     memset(g, 0, sizeof *g);
     g->key = d->stable_key;
     g->info.sensitivity = -1;
-    g->info.bits = default_bits(s, d->op);
+    g->info.bits = default_bits(s, d->role->role);
     return g;
 }
 

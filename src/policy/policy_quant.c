@@ -9,20 +9,18 @@
  * exactly ActNN's L2 at B bits, and per-group vs per-tensor and fixed vs
  * mixed precision compare on the same tensors. */
 #include "policy.h"
-#include <string.h>
 
 typedef struct {
     int bits, group, per_tensor;
     int conv_only;
 } quant_state;
 
-int actc__is_loss_op(const char *op) { return !strcmp(op, "cross_entropy"); }
-
 static actc_status quant_choose(actc_policy *p, const actc_save_desc *d, const actc_codec **codec,
                                 actc_codec_args *args)
 {
     const quant_state *q = p->state;
-    if (actc__is_loss_op(d->op) || (q->conv_only && strcmp(d->op, "conv2d"))) {
+    const actc_role r = d->role->role;
+    if (r == ACTC_ROLE_LOSS_IN || (q->conv_only && r != ACTC_ROLE_CONV_IN)) {
         *codec = &actc_codec_fp32;
         return ACTC_OK;
     }
