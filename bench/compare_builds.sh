@@ -5,7 +5,7 @@
 # prints samples (or tokens) per second of each, their ratio new/old, and
 # whether the context bytes agree.  Each run is its own process.
 #
-# usage: bench/compare_builds.sh OLD_BUILD NEW_BUILD [ROUNDS] [MODEL:BATCH:POLICY[:SEQ] ...]
+# usage: bench/compare_builds.sh OLD_BUILD NEW_BUILD [ROUNDS] [MODEL:BATCH:POLICY[@SEQ] ...]
 #   default: 3 rounds of resnet20:128 under none, actnn:L3 and gact:4, gpt-mini:8 under
 #   none and gact:4, llama-mini:8 under none (context 256); THREADS=2
 set -euo pipefail
@@ -13,17 +13,18 @@ old=${1:?usage: compare_builds.sh OLD_BUILD NEW_BUILD [ROUNDS] [CONFIG...]}
 new=${2:?usage: compare_builds.sh OLD_BUILD NEW_BUILD [ROUNDS] [CONFIG...]}
 rounds=${3:-3}
 shift 3 2>/dev/null || shift $#
-configs=${*:-resnet20:128:none resnet20:128:actnn:L3 resnet20:128:gact:4 gpt-mini:8:none:256 gpt-mini:8:gact:4:256 llama-mini:8:none:256}
+configs=${*:-resnet20:128:none resnet20:128:actnn:L3 resnet20:128:gact:4 gpt-mini:8:none@256 gpt-mini:8:gact:4@256 llama-mini:8:none@256}
 threads=${THREADS:-2}
 rate() { sed -n 's/.*"\(samples\|tokens\)_per_s":\([0-9.]*\).*/\2/p' <<<"$1"; }
 ctx() { sed -n 's/.*"context_bytes":\([0-9]*\).*/\1/p' <<<"$1"; }
 printf '%-28s %12s %12s %8s  %s\n' config old/s new/s new/old context
 for cfg in $configs; do
-    # MODEL:BATCH:POLICY[:SEQ], where POLICY may hold a colon (actnn:L3).
-    IFS=: read -ra f <<<"$cfg"
-    model=${f[0]} batch=${f[1]} seq=""
-    if [[ ${f[-1]} =~ ^[0-9]+$ ]] && [ ${#f[@]} -gt 3 ]; then seq=${f[-1]}; unset 'f[-1]'; fi
-    policy=$(IFS=:; echo "${f[*]:2}")
+    # MODEL:BATCH:POLICY[@SEQ], where POLICY may hold colons (actnn:L3).
+    seq=""
+    [[ $cfg == *@* ]] && seq=${cfg##*@}
+    spec=${cfg%@*}
+    model=${spec%%:*} rest=${spec#*:}
+    batch=${rest%%:*} policy=${rest#*:}
     steps=$([ "$model" = resnet18 ] && echo 3 || echo 5)
     best_old=0 best_new=0 ctx_old="" ctx_new=""
     for ((r = 0; r < rounds; r++)); do
