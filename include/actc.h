@@ -46,9 +46,9 @@ extern "C" {
  * and the package files follow it).  ABI: before 1.0 a minor release may
  * break it (soname libactc.so.0.MINOR), from 1.0 only a major one; a patch
  * release never does (README, "Installing and linking"). */
-#define ACTC_VERSION "0.2.0"
+#define ACTC_VERSION "0.3.0"
 #define ACTC_VERSION_MAJOR 0
-#define ACTC_VERSION_MINOR 2
+#define ACTC_VERSION_MINOR 3
 #define ACTC_VERSION_PATCH 0
 /* ACTC_VERSION_MAJOR * 10000 + MINOR * 100 + PATCH, for #if comparisons. */
 #define ACTC_VERSION_NUMBER (ACTC_VERSION_MAJOR * 10000 + ACTC_VERSION_MINOR * 100 + ACTC_VERSION_PATCH)
@@ -251,6 +251,8 @@ typedef struct actc_tensor {
     int tape_refs_;            /* tape nodes that route gradients through it  */
     int grad_uses_;            /* parameters: tape nodes that will still add
                                   to the gradient in this backward            */
+    struct actc_grad_state *gstate_; /* parameters: a gradient form other than
+                                  dense fp32 (actc_grad_info), or NULL        */
 } actc_tensor;
 
 /* New tensor with uninitialised data in category cat. NULL on failure. */
@@ -320,6 +322,8 @@ typedef enum {
     ACTC_ROLE_WEIGHT,      /* a weight that is not a parameter, kept exactly    */
     ACTC_ROLE_MASK,        /* a boolean map (ReLU sign, dropout keep-mask)      */
     ACTC_ROLE_INDEX,       /* integer indices (max-pool argmax, token ids)      */
+    ACTC_ROLE_PROJECTED,   /* a projection x P of a LINEAR_IN save, kept in its
+                              place when the policy planned ACTC_XFORM_PROJECT  */
     ACTC_ROLE_NROLES
 } actc_role;
 
@@ -335,6 +339,8 @@ typedef struct {
     int fan_in;            /* LINEAR_IN, MATMUL_IN: the contracted size; CONV_IN:
                               input channels x kernel height x kernel width     */
     int kernel_h, kernel_w;/* CONV_IN                                            */
+    unsigned transforms;   /* ACTC_XFORM_* bits: transforms the operator can
+                              apply in place of saving (actc_plan_transform)  */
 } actc_save_role;
 
 /* The saves of the built-in operators (role, and L when backward uses the
@@ -404,15 +410,6 @@ ACTC_API int actc_ctx_replaying(const actc_ctx *ctx);
  * something only for its backward (a score matrix to save) can skip it
  * otherwise; actc_node_new records no node then anyway. */
 ACTC_API int actc_ctx_recording(const actc_ctx *ctx);
-/* 1 if the active policy asks models to checkpoint their blocks with
- * actc_segment (gact:CB1, gact:CB2, gact:CKPT). */
-ACTC_API int actc_ctx_wants_segments(const actc_ctx *ctx);
-/* The attention form the active policy asks for (ACTC_ATTN_FLASH or
- * ACTC_ATTN_NAIVE, see the models section), or model_default when it asks
- * for none.  The gact levels ask for the textbook form (GACT's L1 and CB1
- * save the softmax's probabilities), gact:CB2 for the memory-efficient one;
- * every other policy asks for none. */
-ACTC_API int actc_ctx_attention(const actc_ctx *ctx, int model_default);
 
 /* Segment checkpointing (gradient checkpointing, Chen et al. 2016).
  * fn computes a segment (a residual or transformer block) from x: it must not
@@ -434,6 +431,51 @@ ACTC_API int actc_ctx_attention(const actc_ctx *ctx, int model_default);
  * keys count occurrences in backward order (scopes keep them apart). */
 typedef actc_tensor *(*actc_segment_fn)(actc_ctx *ctx, actc_tensor *x, void *user);
 ACTC_API actc_tensor *actc_segment(actc_ctx *ctx, actc_segment_fn fn, void *user, actc_tensor *x);
+
+/* ---- Recompute plans: regions a model marks, the policy decides -----------
+ * A model marks the parts of its forward that could be recomputed in
+ * backward instead of keeping what they save; the policy (or an override)
+ * plans each kind of region: save as usual, recompute from the region's
+ * input, or no opinion (the model's own default).  New kinds of region are
+ * added here; a policy that wants them sets its plan for them. */
+typedef enum {
+    ACTC_REGION_BLOCK = 0, /* a residual or transformer block: recompute =
+                              segment checkpointing (GACT's CB levels)        */
+    ACTC_REGION_ATTN,      /* attention's probabilities: recompute = the
+                              memory-efficient form (ACTC_ATTN_FLASH), save =
+                              the textbook one (ACTC_ATTN_NAIVE)              */
+    ACTC_REGION_NORM,      /* a normalisation with what consumes its output:
+                              recompute = keep only the norm's input (AGoQ)   */
+    ACTC_REGION_ACT,       /* an element-wise activation (gated or not) with
+                              what consumes its output (AGoQ)                 */
+    ACTC_REGION_NKINDS
+} actc_region_kind;
+enum { ACTC_PLAN_ANY = -1, ACTC_PLAN_SAVE = 0, ACTC_PLAN_RECOMPUTE = 1 };
+/* The plan for regions of kind r: the context's override if set, else the
+ * active policy's: ACTC_PLAN_SAVE, ACTC_PLAN_RECOMPUTE or ACTC_PLAN_ANY
+ * (no opinion: the model's default).  ACTC_PLAN_ANY for an unknown kind. */
+ACTC_API int actc_ctx_plan_region(const actc_ctx *ctx, actc_region_kind r);
+/* Override the policy's plan for regions of kind r (ACTC_PLAN_ANY gives
+ * the decision back to the policy); kept across actc_ctx_set_policy.
+ * ACTC_ERR_INVALID for an unknown kind or plan. */
+ACTC_API actc_status actc_ctx_set_region_plan(actc_ctx *ctx, actc_region_kind r, int plan);
+/* Run fn(ctx, x, user) as a region of kind r: through actc_segment (only x
+ * is saved, through the policy, and fn is recomputed from it in backward)
+ * when the plan is ACTC_PLAN_RECOMPUTE, directly otherwise.  fn follows
+ * actc_segment's rules.  A region with an exact (fp32) save of x gives
+ * gradients identical to the bit to the direct path. */
+ACTC_API actc_tensor *actc_region(actc_ctx *ctx, actc_region_kind r, actc_segment_fn fn, void *user,
+                                  actc_tensor *x);
+/* actc_ctx_plan_region(ctx, ACTC_REGION_BLOCK) == ACTC_PLAN_RECOMPUTE: the
+ * active policy asks models to checkpoint their blocks (gact:CB1, gact:CB2,
+ * gact:CKPT). */
+ACTC_API int actc_ctx_wants_segments(const actc_ctx *ctx);
+/* The attention form the plan of ACTC_REGION_ATTN asks for (SAVE: the
+ * textbook ACTC_ATTN_NAIVE, RECOMPUTE: ACTC_ATTN_FLASH), or model_default
+ * when it has none.  The gact levels ask for the textbook form (GACT's L1
+ * and CB1 save the softmax's probabilities), gact:CB2 for the
+ * memory-efficient one; every other policy has no opinion. */
+ACTC_API int actc_ctx_attention(const actc_ctx *ctx, int model_default);
 
 /* Name scopes ("layer1.0.conv1"): nodes record the scope they were made in,
  * giving saved tensors stable names across steps (used by policies that keep
@@ -559,6 +601,42 @@ ACTC_API actc_status actc_save(actc_ctx *ctx, actc_node *node, const actc_tensor
  * stored losslessly whatever the role says. */
 ACTC_API actc_status actc_save_as(actc_ctx *ctx, actc_node *node, const actc_tensor *t, actc_save_kind kind,
                                   const actc_save_role *role);
+/* ---- Transform plans: an operator saves a transform of a tensor ----------
+ * An operator whose backward can work from a transform of a save (a linear
+ * layer from a random projection x P of its input, giving a low-rank weight
+ * gradient) advertises it in role->transforms and asks the policy before
+ * saving.  The policy answers ACTC_XFORM_NONE (save t as usual, with the
+ * codec it picks) or a transform with its parameters; the operator then
+ * applies it and saves the result (role ACTC_ROLE_PROJECTED for a
+ * projection), which the policy may compress again with any codec. */
+#define ACTC_XFORM_NONE 0u
+#define ACTC_XFORM_PROJECT 1u   /* z = x P, P: n x rank (actc_projection)     */
+/* A random projection P (n x rank), never stored: a pure function of its
+ * fields, regenerated wherever it is needed (forward, backward, optimizer),
+ * whatever the thread count.  Entries N(0, 1/rank), so E[P P^T] = I. */
+typedef struct {
+    int n;                 /* rows of P: the width projected from             */
+    int rank;              /* columns of P                                     */
+    uint64_t key;          /* P's random stream                                */
+} actc_projection;
+typedef struct {
+    unsigned kind;         /* ACTC_XFORM_NONE or ACTC_XFORM_PROJECT           */
+    actc_projection proj;  /* PROJECT: the projection to apply                */
+} actc_transform;
+/* The policy's plan for saving t (of node, declared with role) when role
+ * advertises transforms: *out->kind ACTC_XFORM_NONE means save t itself.
+ * Asking changes nothing in the store (the stable key of the save that
+ * follows is the one t would have had).  ACTC_ERR_INVALID on NULL
+ * arguments. */
+ACTC_API actc_status actc_plan_transform(actc_ctx *ctx, actc_node *node, const actc_tensor *t,
+                                         const actc_save_role *role, actc_transform *out);
+/* z[rows x rank] = x[rows x n] P.  P is built in SCRATCH memory for the
+ * call (n x rank floats) and freed before it returns.  ACTC_ERR_INVALID for
+ * a bad projection, ACTC_ERR_OOM when P cannot be allocated. */
+ACTC_API actc_status actc_project(const actc_projection *p, const float *x, int rows, float *z);
+/* out[rows x n] += alpha * u[rows x rank] P^T: back from the subspace. */
+ACTC_API actc_status actc_project_back(const actc_projection *p, const float *u, int rows, float alpha,
+                                       float *out);
 /* Decode the k-th saved tensor of node into a new SCRATCH tensor of the
  * original shape (MASK: 0/1 floats, INDEX: integer floats).  The caller
  * releases it.  The store frees an entry once every save of it was loaded. */
@@ -595,6 +673,47 @@ ACTC_API actc_status actc_grad_adopt(actc_ctx *ctx, actc_tensor *t, actc_tensor 
  * operator whose input gradient is its output gradient, changed in place or
  * not (addition, ReLU); NULL if there is none. */
 ACTC_API actc_tensor *actc_grad_take(actc_node *node);
+
+/* ---- Gradient forms ------------------------------------------------------
+ * A parameter's gradient is held in one of three forms.  DENSE (the
+ * default): t->grad, fp32, the parameter's shape; operators add into it.
+ * LOWRANK: a factor F whose last axis is a projection's rank, standing for
+ * F P^T (the parameter's shape); an operator that saved a projection adds
+ * its factor with actc_grad_add_lowrank; t->grad stays NULL.  QUANT: after
+ * each backward that completes the parameter's gradient, the dense
+ * gradient is added into an encoded copy (actc_param_set_grad_codec) and
+ * freed, so micro-batches accumulate in the encoded form.  Every form's
+ * bytes are GRAD-accounted.  Optimizers step every form (a low-rank one in
+ * the subspace: their state takes the factor's shape), actc_clip_grad_norm
+ * measures and scales every form, and actc_tensor_drop_grad clears every
+ * form. */
+typedef enum { ACTC_GRAD_DENSE = 0, ACTC_GRAD_LOWRANK, ACTC_GRAD_QUANT } actc_grad_form;
+typedef struct {
+    actc_grad_form form;   /* of the gradient held now (DENSE if none)         */
+    int present;           /* 1 if the parameter holds a gradient              */
+    size_t bytes;          /* bytes the gradient holds (GRAD)                  */
+    actc_projection proj;  /* LOWRANK: the factor is [.., proj.rank]           */
+    char codec[16];        /* QUANT: the codec's name ("bf16", "quant:8")      */
+} actc_grad_info;
+/* Add factor (the parameter's shape with its last axis replaced by
+ * proj->rank) into t's low-rank gradient with projection proj.
+ * ACTC_ERR_INVALID for a shape that does not match, or a projection that
+ * differs from the one the gradient already holds; ACTC_ERR_STATE if t
+ * holds a gradient of another form. */
+ACTC_API actc_status actc_grad_add_lowrank(actc_ctx *ctx, actc_tensor *t, const actc_tensor *factor,
+                                           const actc_projection *proj);
+/* Hold parameter t's gradient encoded between backward passes: codec
+ * "bf16", "quant:B" (B = 2..8 bits, ActNN's per-group quantizer with
+ * stochastic rounding: unbiased) or "fp32"/NULL (dense, the default).
+ * ACTC_ERR_INVALID for another codec or a tensor that is not a parameter;
+ * ACTC_ERR_STATE while t holds a gradient. */
+ACTC_API actc_status actc_param_set_grad_codec(actc_tensor *t, const char *codec);
+/* What t's gradient is now. */
+ACTC_API void actc_grad_get_info(const actc_tensor *t, actc_grad_info *out);
+/* t's gradient as dense fp32 in out (t->numel floats), whatever its form;
+ * zeros if there is none.  ACTC_ERR_OOM when a low-rank form's projection
+ * cannot be built. */
+ACTC_API actc_status actc_grad_to_dense(const actc_tensor *t, float *out);
 
 /* ------------------------------------------------------------------------ */
 /* Operators (forward; backward is recorded on the tape)                     */
@@ -919,13 +1038,20 @@ ACTC_API actc_optim *actc_sgd_new(actc_tensor **params, int n, float momentum, i
 ACTC_API actc_optim *actc_adamw_new(actc_tensor **params, int n, float beta1, float beta2,
                                     float eps, float weight_decay);
 ACTC_API void actc_optim_free(actc_optim *o);
-/* One update with learning rate lr using each parameter's .grad (a parameter
- * without grad is skipped).  Does not clear the gradients. */
+/* One update with learning rate lr using each parameter's gradient in its
+ * form (a parameter without one is skipped): dense as is, an encoded one
+ * decoded, a low-rank one F P^T stepped in the subspace (the state takes
+ * F's shape, the parameter moves by -lr d P^T, and weight decay is
+ * decoupled for SGD too).  State made for another form (a low-rank
+ * gradient's, then a dense one) is refused with ACTC_ERR_STATE before any
+ * parameter changes.  Does not clear the gradients. */
 ACTC_API actc_status actc_optim_step(actc_optim *o, float lr);
 /* Scale the gradients of params[0..n) (those that have one) by
  * max_norm / (norm + 1e-6) when their global L2 norm exceeds max_norm > 0
  * (PyTorch's clip_grad_norm_).  *norm_out (may be NULL) receives the norm
- * before clipping.  A non-finite norm scales nothing and returns
+ * before clipping.  Every gradient form counts: an encoded one decoded (and
+ * scaled on decode), a low-rank one by its factor (what the optimizer
+ * steps on).  A non-finite norm scales nothing and returns
  * ACTC_ERR_NUMERIC, so an Inf/NaN gradient never reaches the optimizer. */
 ACTC_API actc_status actc_clip_grad_norm(actc_tensor **params, int n, float max_norm, float *norm_out);
 /* "sgd" or "adamw". */

@@ -81,7 +81,7 @@ static void test_division_targets(void **state)
         actc_tensor *t = actc_tensor_new(ACTC_MEM_ACT, c[i].ndim, shape);
         actc_save_desc d;
         memset(&d, 0, sizeof d);
-        const actc_save_role role = {c[i].role, c[i].linear, 0, 0, 0};
+        const actc_save_role role = {.role = c[i].role, .linear = c[i].linear};
         d.op = c[i].op;
         d.save_index = c[i].save_index;
         d.kind = ACTC_SAVE_ACT;
@@ -116,7 +116,7 @@ static void test_division_targets(void **state)
         actc_tensor *t = actc_tensor_new(ACTC_MEM_ACT, 4, shape);
         actc_save_desc d;
         memset(&d, 0, sizeof d);
-        const actc_save_role role = {ACTC_ROLE_CONV_IN, 1, 0, 3, 3};
+        const actc_save_role role = {.role = ACTC_ROLE_CONV_IN, .linear = 1, .kernel_h = 3, .kernel_w = 3};
         d.op = "conv2d";
         d.kind = ACTC_SAVE_ACT;
         d.role = &role;
@@ -174,26 +174,26 @@ static void test_user_op_roles(void **state)
 
     assert_int_equal(actc_ctx_set_policy(ctx, "division"), ACTC_OK);
     const size_t builtin = tu_stored_after(ctx, actc_linear(ctx, x, w, NULL));
-    actc_save_role lin = {ACTC_ROLE_LINEAR_IN, 1, 96, 0, 0};
+    actc_save_role lin = {.role = ACTC_ROLE_LINEAR_IN, .linear = 1, .fan_in = 96};
     assert_true(builtin < fp32_x / 4);
     assert_int_equal(user_save(ctx, x, &lin), builtin);
     assert_int_equal(user_save(ctx, x, NULL), fp32_x);
-    const actc_save_role deriv = {ACTC_ROLE_ACT_DERIV, 1, 0, 0, 0};
+    const actc_save_role deriv = {.role = ACTC_ROLE_ACT_DERIV, .linear = 1};
     assert_int_equal(user_save(ctx, x, &deriv), fp32_x); /* DIVISION keeps element-wise saves exact */
 
     assert_int_equal(actc_ctx_set_policy(ctx, "actnn:L1"), ACTC_OK);
     const size_t conv = tu_stored_after(ctx, actc_conv2d(ctx, img, k, NULL, 1, 1));
-    const actc_save_role cin = {ACTC_ROLE_CONV_IN, 1, 72, 3, 3};
+    const actc_save_role cin = {.role = ACTC_ROLE_CONV_IN, .linear = 1, .fan_in = 72, .kernel_h = 3, .kernel_w = 3};
     assert_true(conv < fp32_img / 6);
     assert_int_equal(user_save(ctx, img, &cin), conv);
     assert_int_equal(user_save(ctx, img, &lin), fp32_img); /* L1: convolution inputs only */
 
     assert_int_equal(actc_ctx_set_policy(ctx, "actnn:L2"), ACTC_OK);
-    const actc_save_role loss = {ACTC_ROLE_LOSS_IN, 1, 0, 0, 0};
+    const actc_save_role loss = {.role = ACTC_ROLE_LOSS_IN, .linear = 1};
     assert_int_equal(user_save(ctx, x, &loss), fp32_x); /* what a loss keeps stays exact */
     assert_true(user_save(ctx, x, NULL) < fp32_x / 6);
     /* An undefined role is refused. */
-    const actc_save_role bogus = {(actc_role)99, 1, 0, 0, 0};
+    const actc_save_role bogus = {.role = (actc_role)99, .linear = 1};
     actc_tensor *y = actc_tensor_new(ACTC_MEM_ACT, 2, xs);
     actc_node *node = NULL;
     assert_int_equal(actc_node_new(ctx, "my_op", no_backward, y, 1, &x, &node), ACTC_OK);

@@ -717,6 +717,59 @@ static void test_bad_options(void **state)
     actc_model_free(m);
 }
 
+/* Gradients held in bf16 between two micro-batches: the trainer steps on
+ * them, and the memory report shows their bytes by form. */
+static void test_encoded_gradients_in_trainer(void **state)
+{
+    (void)state;
+    actc_set_threads(2);
+    actc_text_corpus c = corpus(4000);
+    actc_source *src;
+    assert_int_equal(actc_source_text(&c, 4, 16, 7, 2, &src), ACTC_OK);
+    double loss[2][16];
+    char text[4096], json[4096];
+    for (int enc = 0; enc < 2; enc++) {
+        actc_model *m = tiny_gpt();
+        actc_tensor **p;
+        const int np = actc_model_params(m, &p);
+        size_t numel = 0;
+        for (int i = 0; i < np; i++) {
+            numel += p[i]->numel;
+            if (enc) assert_int_equal(actc_param_set_grad_codec(p[i], "bf16"), ACTC_OK);
+        }
+        actc_trainer_opts o = actc_trainer_default_opts();
+        o.optim = "adamw";
+        o.accum = 2;
+        o.clip = 1.0f;
+        actc_trainer *t = NULL;
+        assert_int_equal(actc_trainer_new(m, &o, &t), ACTC_OK);
+        run_steps(t, src, 12, loss[enc]);
+        if (enc) {
+            assert_int_equal(actc_trainer_train_epoch(t, src, NULL, NULL, NULL), ACTC_OK);
+            actc_trainer_report(t, ACTC_REPORT_TEXT, text, sizeof text);
+            actc_trainer_report(t, ACTC_REPORT_JSON, json, sizeof json);
+            char want[160];
+            snprintf(want, sizeof want, "\"gradients\":{\"dense\":0,\"lowrank\":0,\"encoded\":%zu,\"fp32\":%zu}",
+                     numel * 2, numel * 4);
+            if (!strstr(json, want)) fail_msg("%s not in %s", want, json);
+            assert_non_null(strstr(text, "gradients before the update: dense 0 B, low-rank 0 B, encoded"));
+        }
+        actc_trainer_free(t);
+        actc_model_free(m);
+    }
+    /* The first step's loss comes before any update; then bf16 gradients
+     * move the losses a little, not far. */
+    assert_true(loss[0][0] == loss[1][0]);
+    int differ = 0;
+    for (int s = 1; s < 12; s++) {
+        differ += loss[0][s] != loss[1][s];
+        assert_true(fabs(loss[1][s] - loss[0][s]) < 0.02 * loss[0][s]);
+    }
+    assert_true(differ > 0);
+    actc_source_free(src);
+    actc_text_free(&c);
+}
+
 static void test_report_and_maxbatch(void **state)
 {
     (void)state;
@@ -775,6 +828,7 @@ int main(void)
         cmocka_unit_test(test_accum),                  cmocka_unit_test(test_user_model),
         cmocka_unit_test(test_custom_model_checks),    cmocka_unit_test(test_bad_trainer_checkpoints),
         cmocka_unit_test(test_bad_options),            cmocka_unit_test(test_report_and_maxbatch),
+        cmocka_unit_test(test_encoded_gradients_in_trainer),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -44,6 +44,7 @@ struct actc_ctx {
     void *on_grad_user;
     actc_param_list *collect; /* a segment's first forward: its parameters   */
     actc_policy *policy;
+    signed char region_plan[ACTC_REGION_NKINDS]; /* overrides; ACTC_PLAN_ANY: the policy's */
 
     actc_node **nodes;
     int n_nodes, cap_nodes;

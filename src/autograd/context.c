@@ -12,6 +12,7 @@ actc_ctx *actc_ctx_new(void)
         return NULL;
     }
     ctx->training = 1; /* no policy installed: the store keeps fp32 ("none") */
+    memset(ctx->region_plan, ACTC_PLAN_ANY, sizeof ctx->region_plan);
     return ctx;
 }
 
@@ -49,11 +50,46 @@ void actc__policy_free(actc_policy *p)
 
 int actc_ctx_replaying(const actc_ctx *ctx) { return ctx->replaying || ctx->sensitivity_pass; }
 int actc_ctx_recording(const actc_ctx *ctx) { return ctx->training && !ctx->no_record; }
-int actc_ctx_wants_segments(const actc_ctx *ctx) { return ctx->policy && ctx->policy->segments; }
+int actc_ctx_plan_region(const actc_ctx *ctx, actc_region_kind r)
+{
+    if (!ctx || (unsigned)r >= ACTC_REGION_NKINDS) return ACTC_PLAN_ANY;
+    if (ctx->region_plan[r] != ACTC_PLAN_ANY) return ctx->region_plan[r];
+    return ctx->policy ? ctx->policy->region[r] : ACTC_PLAN_ANY;
+}
+
+actc_status actc_ctx_set_region_plan(actc_ctx *ctx, actc_region_kind r, int plan)
+{
+    if (!ctx) return actc_set_error(ACTC_ERR_INVALID, "actc_ctx_set_region_plan: NULL context");
+    if ((unsigned)r >= ACTC_REGION_NKINDS)
+        return actc_set_error(ACTC_ERR_INVALID, "unknown kind of region %d", (int)r);
+    if (plan != ACTC_PLAN_ANY && plan != ACTC_PLAN_SAVE && plan != ACTC_PLAN_RECOMPUTE)
+        return actc_set_error(ACTC_ERR_INVALID, "unknown region plan %d (ANY -1, SAVE 0, RECOMPUTE 1)", plan);
+    ctx->region_plan[r] = (signed char)plan;
+    return ACTC_OK;
+}
+
+actc_tensor *actc_region(actc_ctx *ctx, actc_region_kind r, actc_segment_fn fn, void *user, actc_tensor *x)
+{
+    if (!ctx || !fn || !x) {
+        actc_set_error(ACTC_ERR_INVALID, "actc_region: NULL context, function or input");
+        return NULL;
+    }
+    if (actc_ctx_plan_region(ctx, r) == ACTC_PLAN_RECOMPUTE) return actc_segment(ctx, fn, user, x);
+    return fn(ctx, x, user);
+}
+
+int actc_ctx_wants_segments(const actc_ctx *ctx)
+{
+    return actc_ctx_plan_region(ctx, ACTC_REGION_BLOCK) == ACTC_PLAN_RECOMPUTE;
+}
 
 int actc_ctx_attention(const actc_ctx *ctx, int model_default)
 {
-    return ctx->policy && ctx->policy->attention >= 0 ? ctx->policy->attention : model_default;
+    switch (actc_ctx_plan_region(ctx, ACTC_REGION_ATTN)) {
+    case ACTC_PLAN_SAVE: return ACTC_ATTN_NAIVE;
+    case ACTC_PLAN_RECOMPUTE: return ACTC_ATTN_FLASH;
+    default: return model_default;
+    }
 }
 
 const char *actc_ctx_policy(const actc_ctx *ctx) { return ctx->policy ? ctx->policy->spec : "none"; }

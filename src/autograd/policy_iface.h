@@ -1,6 +1,8 @@
-/* The policy interface the saved-context store calls.  Policies decide, for
+/* The policy interface the saved-context store calls.  Policies plan, for
  * every ACT tensor saved for backward, which codec stores it and with which
- * parameters; they live in the policy layer (src/policy), above this one, and
+ * parameters, or which transform the operator applies first (when the
+ * save's role advertises one), and, per kind of region, whether models
+ * recompute it; they live in the policy layer (src/policy), above this one, and
  * are installed into a context with actc__ctx_install_policy.  MASK, INDEX and
  * EXACT saves never reach a policy: the store keeps them lossless.  A policy
  * may keep state across steps (per-tensor bits, sensitivities) keyed by the
@@ -54,9 +56,15 @@ struct actc_policy {
      * the policy as it was. */
     actc_status (*save_state)(const actc_policy *p, actc__wbuf *w);
     actc_status (*load_state)(actc_policy *p, actc__rbuf *r);
+    /* Transform plan for a save whose role advertises transforms
+     * (d->role->transforms != 0); may be NULL (then never).  out->kind is
+     * preset to ACTC_XFORM_NONE; a policy sets a transform the role
+     * advertises, with its parameters (rank, key). */
+    actc_status (*transform)(actc_policy *p, const actc_save_desc *d, actc_transform *out);
     void *state;
-    int segments;            /* models should checkpoint their blocks        */
-    int attention;           /* attention form models should use; -1: theirs */
+    /* Recompute plan of each kind of region: ACTC_PLAN_ANY (the model's
+     * default, what actc__policy_new sets), _SAVE or _RECOMPUTE. */
+    signed char region[ACTC_REGION_NKINDS];
     int frozen;              /* set by actc_ctx_freeze_policy: the engine then
                                 calls neither observe_grad nor after_backward */
 };

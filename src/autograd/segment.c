@@ -102,7 +102,7 @@ actc_tensor *actc_segment(actc_ctx *ctx, actc_segment_fn fn, void *user, actc_te
             actc__node_hold_params(node, used.t, used.n);
             used.t = NULL;
             /* The region is recomputed from x: not linear in it. */
-            static const actc_save_role r = {ACTC_ROLE_SEGMENT_IN, 0, 0, 0, 0};
+            static const actc_save_role r = {.role = ACTC_ROLE_SEGMENT_IN};
             if (actc_save_as(ctx, node, x, ACTC_SAVE_ACT, &r) != ACTC_OK) {
                 actc_tensor_release(y);
                 y = NULL;

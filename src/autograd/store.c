@@ -23,12 +23,19 @@ static uint64_t fnv1a(uint64_t h, const char *s)
 }
 
 /* Stable key of a save: (scope, op, k) plus how many times that triple was
- * already seen this step, so repeated unnamed layers stay distinct. */
-static uint64_t stable_key(actc_ctx *ctx, const actc_node *node, int k)
+ * already seen this step, so repeated unnamed layers stay distinct.  count
+ * set: the occurrence is counted (a save); else the key is only looked at
+ * (a plan asked before the save). */
+static uint64_t stable_key(actc_ctx *ctx, const actc_node *node, int k, int count)
 {
     uint64_t h = fnv1a(0xCBF29CE484222325ULL, node->scope_);
     h = fnv1a(h ^ 0x2F, node->op);
     h = actc_rng_key(h, (uint64_t)k, 0);
+    if (!count) {
+        for (size_t j = (h | 1) & (ctx->occ_cap - 1); ctx->occ_cap && ctx->occ[j].key; j = (j + 1) & (ctx->occ_cap - 1))
+            if (ctx->occ[j].key == (h | 1)) return actc_rng_key(h, ctx->occ[j].count, 1);
+        return actc_rng_key(h, 0, 1);
+    }
     if (ctx->occ_used * 2 >= ctx->occ_cap) {
         size_t cap = ctx->occ_cap ? 2 * ctx->occ_cap : 1024;
         actc_key_count *n = calloc(cap, sizeof *n);
@@ -108,7 +115,8 @@ const char *actc_role_name(actc_role r)
     static const char *const names[ACTC_ROLE_NROLES] = {
         "unknown",  "linear_in",  "matmul_in",  "conv_in",    "norm_in",     "act_in",      "act_deriv",
         "mul_in",   "attn_q",     "attn_k",     "attn_v",     "attn_out",    "attn_probs",  "attn_stats",
-        "softmax_out", "loss_in", "segment_in", "stats",      "weight",      "mask",        "index"};
+        "softmax_out", "loss_in", "segment_in", "stats",      "weight",      "mask",        "index",
+        "projected"};
     return (unsigned)r < ACTC_ROLE_NROLES ? names[r] : "?";
 }
 
@@ -120,7 +128,7 @@ actc_status actc_save(actc_ctx *ctx, actc_node *node, const actc_tensor *t, actc
 actc_status actc_save_as(actc_ctx *ctx, actc_node *node, const actc_tensor *t, actc_save_kind kind,
                          const actc_save_role *role)
 {
-    static const actc_save_role undeclared = {ACTC_ROLE_UNKNOWN, 0, 0, 0, 0};
+    static const actc_save_role undeclared = {.role = ACTC_ROLE_UNKNOWN};
     if (!role) role = &undeclared;
     if ((unsigned)role->role >= ACTC_ROLE_NROLES)
         return actc_set_error(ACTC_ERR_INVALID, "operator %s: unknown save role %d", node ? node->op : "?",
@@ -155,7 +163,7 @@ actc_status actc_save_as(actc_ctx *ctx, actc_node *node, const actc_tensor *t, a
     memset(&args, 0, sizeof args);
     args.ndim = t->ndim;
     memcpy(args.shape, t->shape, sizeof args.shape);
-    actc_save_desc d = {node->op, node->scope_, k, node->index_, stable_key(ctx, node, k), kind, role, t,
+    actc_save_desc d = {node->op, node->scope_, k, node->index_, stable_key(ctx, node, k, 1), kind, role, t,
                         ctx->step, node};
     args.key = actc_rng_key(ctx->seed ^ 0x53544F5245ULL, actc__stream_step(ctx), d.stable_key);
     const actc_codec *codec = NULL;
@@ -223,6 +231,25 @@ actc_status actc_save_as(actc_ctx *ctx, actc_node *node, const actc_tensor *t, a
     ctx->cur_by_kind[kind] += e->bytes;
     ctx->cur_fp32_by_kind[kind] += e->fp32_bytes;
     note_peak(ctx);
+    return ACTC_OK;
+}
+
+actc_status actc_plan_transform(actc_ctx *ctx, actc_node *node, const actc_tensor *t, const actc_save_role *role,
+                                actc_transform *out)
+{
+    if (!out) return actc_set_error(ACTC_ERR_INVALID, "actc_plan_transform: NULL out");
+    memset(out, 0, sizeof *out);
+    if (!ctx || !node || !t || !role)
+        return actc_set_error(ACTC_ERR_INVALID, "actc_plan_transform: NULL context, node, tensor or role");
+    if (!role->transforms || !ctx->policy || !ctx->policy->transform) return ACTC_OK;
+    const int k = node->n_slots_;
+    actc_save_desc d = {node->op, node->scope_, k, node->index_, stable_key(ctx, node, k, 0), ACTC_SAVE_ACT, role,
+                        t, ctx->step, node};
+    actc_status s = ctx->policy->transform(ctx->policy, &d, out);
+    if (s != ACTC_OK) return s;
+    if (out->kind & ~role->transforms)
+        return actc_set_error(ACTC_ERR_INVALID, "policy %s planned transform %u for a save of %s, which offers %u",
+                              ctx->policy->spec, out->kind, node->op, role->transforms);
     return ACTC_OK;
 }
 

@@ -2,6 +2,7 @@
  * A node references its input and output tensors' structs (for gradient
  * routing) but not their data: what backward needs lives in the store. */
 #include "autograd.h"
+#include "gradient.h"
 #include "../core/core.h"
 #include <math.h>
 #include <stdio.h>
@@ -133,7 +134,10 @@ static actc_status release_uses(actc_ctx *ctx, actc_node *node, int fire)
     for (int i = 0; i < n; i++) {
         actc_tensor *t = i < node->n_inputs ? node->inputs[i] : node->held_[i - node->n_inputs];
         if (!t || !t->is_param || t->grad_uses_ <= 0) continue;
-        if (--t->grad_uses_ == 0 && fire && ctx->on_grad && s == ACTC_OK) s = ctx->on_grad(ctx, t, ctx->on_grad_user);
+        if (--t->grad_uses_ == 0 && fire && s == ACTC_OK) {
+            s = actc__grad_complete(ctx, t); /* into its form: dense, low-rank or encoded */
+            if (s == ACTC_OK && ctx->on_grad) s = ctx->on_grad(ctx, t, ctx->on_grad_user);
+        }
     }
     return s;
 }

@@ -29,6 +29,9 @@ void actc__thread_share(size_t total, size_t *lo, size_t *hi);
  * that does not depend on the thread count (gemm.c). */
 void actc__sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
                  float beta, float *C, int ldc);
+/* Write the projection's P (row-major n x rank) into P: what
+ * actc_project builds for each call, for callers that hold the buffer. */
+void actc__projection_fill(const actc_projection *p, float *P);
 /* sum (a[i] - b[i])^2 in double, a or b NULL meaning zeros; in an order
  * that does not depend on the thread count. */
 double actc__sum_sq_diff(const float *a, const float *b, size_t n);

@@ -46,7 +46,7 @@ static inline int actc__chunk_rows(const actc_tensor *t)
 /* A save's declaration (actc_save_role) in one expression. */
 static inline actc_save_role actc__role(actc_role role, int linear)
 {
-    actc_save_role r = {role, linear, 0, 0, 0};
+    actc_save_role r = {.role = role, .linear = linear};
     return r;
 }
 

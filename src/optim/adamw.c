@@ -38,7 +38,26 @@ static void adamw_update(const actc_optim *o, actc_tensor *p, actc_tensor **st, 
     }
 }
 
-static const actc_optim_vt adamw_vt = {"adamw", adamw_update};
+/* The same moments in a subspace (a low-rank gradient: CompAct keeps them
+ * r x m), decay apart: d = m_hat / (sqrt(v_hat) + eps). */
+static void adamw_direction(const actc_optim *o, const float *g, actc_tensor **st, float *d, size_t n,
+                            uint64_t step)
+{
+    float *m = st[0]->data, *v = st[1]->data;
+    const double b1 = o->beta1, b2 = o->beta2;
+    const float inv_bc1 = (float)(1.0 / (1.0 - pow(b1, (double)step)));
+    const float bc2_sqrt = (float)sqrt(1.0 - pow(b2, (double)step));
+    const float one_m_b1 = (float)(1.0 - b1), one_m_b2 = (float)(1.0 - b2), fb2 = (float)b2;
+    for (size_t i = 0; i < n; i++) {
+        float mi = m[i] + one_m_b1 * (g[i] - m[i]);
+        float vi = fb2 * v[i] + one_m_b2 * g[i] * g[i];
+        m[i] = mi;
+        v[i] = vi;
+        d[i] = inv_bc1 * (mi / (sqrtf(vi) / bc2_sqrt + o->eps));
+    }
+}
+
+static const actc_optim_vt adamw_vt = {"adamw", adamw_update, adamw_direction};
 
 actc_optim *actc_adamw_new(actc_tensor **params, int n, float beta1, float beta2, float eps,
                            float weight_decay)

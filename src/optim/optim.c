@@ -6,6 +6,7 @@
  * parameters and the state exactly as they were. */
 #include "optim.h"
 #include "../core/core.h"
+#include "../autograd/gradient.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,15 +55,24 @@ void actc_optim_free(actc_optim *o)
 
 const char *actc_optim_name(const actc_optim *o) { return o ? o->vt->name : ""; }
 
+/* The shape parameter i's state takes: the parameter's, or for a low-rank
+ * gradient its factor's (the moments live in the subspace). */
+static const actc_tensor *state_shape(const actc_optim *o, int i)
+{
+    const actc_tensor *f = actc__grad_factor(o->params[i], NULL);
+    return f ? f : o->params[i];
+}
+
 /* Create the missing state tensors of parameter i (zeros, category OPTIM,
- * named "<param>.<optimizer>.<slot>" for messages and inspection). */
+ * named "<param>.<optimizer>.<slot>" for messages and inspection), shaped
+ * for the form of its gradient. */
 static actc_status ensure_state(actc_optim *o, int i)
 {
     for (int k = 0; k < o->nslots; k++) {
         actc_tensor **slot = &o->state[(size_t)i * o->nslots + k];
         if (*slot) continue;
-        const actc_tensor *p = o->params[i];
-        actc_tensor *t = actc_tensor_zeros(ACTC_MEM_OPTIM, p->ndim, p->shape);
+        const actc_tensor *p = o->params[i], *like = state_shape(o, i);
+        actc_tensor *t = actc_tensor_zeros(ACTC_MEM_OPTIM, like->ndim, like->shape);
         if (!t) return actc_last_status();
         snprintf(t->name, sizeof t->name, "%.36s.%s%d", p->name[0] ? p->name : "param",
                  o->vt->name, k);
@@ -102,6 +112,68 @@ void actc_optim_set_steps(actc_optim *o, uint64_t steps)
     if (o) o->steps = steps;
 }
 
+/* Check parameter i's gradient against the parameter and its state; *need
+ * gets the floats of scratch its update takes (0 on the dense path). */
+static actc_status check_param(const actc_optim *o, int i, size_t *need)
+{
+    const actc_tensor *p = o->params[i];
+    const actc_tensor *g = p->grad;
+    *need = 0;
+    if (!p->data)
+        return actc_set_error(ACTC_ERR_STATE, "%s: parameter %d (%s) has no data", o->vt->name, i, p->name);
+    char a[64], b[64];
+    switch (actc__grad_form(p)) {
+    case ACTC_GRAD_QUANT: *need = p->numel; break; /* decoded into scratch */
+    case ACTC_GRAD_LOWRANK: {
+        actc_projection pr;
+        const actc_tensor *f = actc__grad_factor(p, &pr);
+        if (!o->vt->direction)
+            return actc_set_error(ACTC_ERR_INVALID, "%s cannot step the low-rank gradient of %s", o->vt->name,
+                                  p->name[0] ? p->name : "a parameter");
+        /* the direction, then P (n x rank) for the step back */
+        *need = f->numel + (size_t)pr.n * (size_t)pr.rank;
+        break;
+    }
+    default:
+        if (g && (!g->data || g->numel != p->numel))
+            return actc_set_error(ACTC_ERR_INVALID, "%s: gradient of parameter %d (%s) has shape %s, the parameter %s",
+                                  o->vt->name, i, p->name[0] ? p->name : "unnamed", actc_shape_str(g, a, sizeof a),
+                                  actc_shape_str(p, b, sizeof b));
+    }
+    /* State made for another form of gradient (a subspace's moments, then
+     * a dense gradient) does not fit this one. */
+    const actc_tensor *like = state_shape(o, i);
+    for (int k = 0; actc__grad_present(p) && k < o->nslots; k++) {
+        const actc_tensor *st = o->state[(size_t)i * o->nslots + k];
+        if (st && !actc_same_shape(st, like))
+            return actc_set_error(ACTC_ERR_STATE, "%s: state of %s is %s but its %s gradient needs %s", o->vt->name,
+                                  p->name[0] ? p->name : "a parameter", actc_shape_str(st, a, sizeof a),
+                                  actc__grad_form(p) == ACTC_GRAD_LOWRANK ? "low-rank" : "dense",
+                                  actc_shape_str(like, b, sizeof b));
+    }
+    return ACTC_OK;
+}
+
+/* A low-rank gradient F (rows x rank) standing for F P^T: the optimizer's
+ * direction d is computed in the subspace, from F and the subspace state,
+ * and the parameter steps back into its own space, p -= lr d P^T, after a
+ * decoupled decay (p *= 1 - lr wd, for SGD too: a coupled decay has no
+ * subspace image). */
+static void step_lowrank(const actc_optim *o, actc_tensor *p, actc_tensor **st, float lr, uint64_t step,
+                         float *scratch)
+{
+    actc_projection pr;
+    const actc_tensor *f = actc__grad_factor(p, &pr);
+    float *d = scratch, *P = scratch + f->numel;
+    o->vt->direction(o, f->data, st, d, f->numel, step);
+    const float decay = (float)(1.0 - (double)lr * (double)o->weight_decay);
+    if (decay != 1.0f)
+        for (size_t j = 0; j < p->numel; j++) p->data[j] *= decay;
+    actc__projection_fill(&pr, P);
+    actc__sgemm(0, 1, (int)(f->numel / (size_t)pr.rank), pr.n, pr.rank, -lr, d, pr.rank, P, pr.rank, 1.0f, p->data,
+                pr.n);
+}
+
 actc_status actc_optim_step(actc_optim *o, float lr)
 {
     if (!o) return actc_set_error(ACTC_ERR_INVALID, "actc_optim_step: optimizer is NULL");
@@ -111,32 +183,47 @@ actc_status actc_optim_step(actc_optim *o, float lr)
     if (lr < 0.0f)
         return actc_set_error(ACTC_ERR_INVALID, "%s: learning rate %g is negative", o->vt->name,
                               (double)lr);
+    size_t scratch_n = 0;
     for (int i = 0; i < o->n; i++) {
-        const actc_tensor *p = o->params[i];
-        const actc_tensor *g = p->grad;
-        if (!p->data)
-            return actc_set_error(ACTC_ERR_STATE, "%s: parameter %d (%s) has no data", o->vt->name,
-                                  i, p->name);
-        if (!g) continue;
-        if (!g->data || g->numel != p->numel) {
-            char a[64], b[64];
-            return actc_set_error(ACTC_ERR_INVALID,
-                                  "%s: gradient of parameter %d (%s) has shape %s, the parameter %s",
-                                  o->vt->name, i, p->name[0] ? p->name : "unnamed",
-                                  actc_shape_str(g, a, sizeof a), actc_shape_str(p, b, sizeof b));
-        }
+        size_t need;
+        actc_status s = check_param(o, i, &need);
+        if (s != ACTC_OK) return s;
+        if (need > scratch_n) scratch_n = need;
     }
     for (int i = 0; i < o->n; i++) {
-        if (!o->params[i]->grad) continue;
+        if (!actc__grad_present(o->params[i])) continue;
         actc_status s = ensure_state(o, i);
         if (s != ACTC_OK) return s;
     }
+    /* One scratch buffer for every non-dense gradient, taken before the
+     * first parameter changes (a step is all-or-nothing). */
+    float *scratch = NULL;
+    if (scratch_n && !(scratch = actc_mem_alloc(ACTC_MEM_SCRATCH, scratch_n * sizeof *scratch)))
+        return actc_last_status();
     uint64_t step = o->steps + 1;
     for (int i = 0; i < o->n; i++) {
         actc_tensor *p = o->params[i];
-        if (!p->grad) continue; /* as PyTorch: no gradient, no update, no decay */
-        o->vt->update(o, p, o->nslots ? &o->state[(size_t)i * o->nslots] : NULL, lr, step);
+        actc_tensor **st = o->nslots ? &o->state[(size_t)i * o->nslots] : NULL;
+        switch (actc__grad_form(p)) {
+        case ACTC_GRAD_LOWRANK: step_lowrank(o, p, st, lr, step, scratch); break;
+        case ACTC_GRAD_QUANT: {
+            /* The dense update on the decoded gradient, lent as p->grad. */
+            actc_tensor view = *p;
+            view.data = scratch;
+            view.grad = NULL;
+            view.gstate_ = NULL;
+            actc_grad_to_dense(p, scratch); /* cannot fail for this form */
+            p->grad = &view;
+            o->vt->update(o, p, st, lr, step);
+            p->grad = NULL;
+            break;
+        }
+        default:
+            if (!p->grad) continue; /* as PyTorch: no gradient, no update, no decay */
+            o->vt->update(o, p, st, lr, step);
+        }
     }
+    actc_mem_free(scratch);
     o->steps = step;
     return ACTC_OK;
 }
@@ -149,9 +236,11 @@ actc_status actc_clip_grad_norm(actc_tensor **params, int n, float max_norm, flo
                               (double)max_norm);
     double sq = 0.0;
     for (int i = 0; i < n; i++) {
-        const actc_tensor *g = params[i] ? params[i]->grad : NULL;
-        if (!g || !g->data) continue;
-        sq += actc__sum_sq_diff(g->data, NULL, g->numel);
+        double one = 0.0;
+        if (!params[i]) continue;
+        actc_status s = actc__grad_sum_sq(params[i], &one);
+        if (s != ACTC_OK) return s;
+        sq += one;
     }
     const double norm = sqrt(sq);
     if (norm_out) *norm_out = (float)norm;
@@ -161,12 +250,7 @@ actc_status actc_clip_grad_norm(actc_tensor **params, int n, float max_norm, flo
                               "was scaled", isnan(norm) ? "NaN" : "infinite");
     if (norm <= max_norm) return ACTC_OK;
     const float scale = (float)(max_norm / (norm + 1e-6));
-    for (int i = 0; i < n; i++) {
-        actc_tensor *g = params[i] ? params[i]->grad : NULL;
-        if (!g || !g->data) continue;
-        float *d = g->data;
-#pragma omp parallel for simd schedule(static) if (g->numel > 65536)
-        for (size_t j = 0; j < g->numel; j++) d[j] *= scale;
-    }
+    for (int i = 0; i < n; i++)
+        if (params[i]) actc__grad_scale(params[i], scale);
     return ACTC_OK;
 }

@@ -7,6 +7,7 @@
  * With momentum 0 there is no state at all. */
 #include "optim.h"
 #include <math.h>
+#include <string.h>
 
 static void sgd_update(const actc_optim *o, actc_tensor *p, actc_tensor **st, float lr,
                        uint64_t step)
@@ -35,7 +36,24 @@ static void sgd_update(const actc_optim *o, actc_tensor *p, actc_tensor **st, fl
     }
 }
 
-static const actc_optim_vt sgd_vt = {"sgd", sgd_update};
+/* The same recurrence in a subspace (a low-rank gradient), decay apart. */
+static void sgd_direction(const actc_optim *o, const float *g, actc_tensor **st, float *d, size_t n, uint64_t step)
+{
+    (void)step;
+    const float m = o->momentum;
+    if (m == 0.0f) {
+        memcpy(d, g, n * sizeof *d);
+        return;
+    }
+    float *v = st[0]->data;
+    for (size_t i = 0; i < n; i++) {
+        float vi = m * v[i] + g[i];
+        v[i] = vi;
+        d[i] = o->nesterov ? g[i] + m * vi : vi;
+    }
+}
+
+static const actc_optim_vt sgd_vt = {"sgd", sgd_update, sgd_direction};
 
 actc_optim *actc_sgd_new(actc_tensor **params, int n, float momentum, int nesterov,
                          float weight_decay)

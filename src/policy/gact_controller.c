@@ -17,6 +17,7 @@
  * ||g_t - m_{t-1}||^2 with m the moving average of the gradients (the paper's
  * "running mean of the gradient"). */
 #include "policy.h"
+#include "../autograd/gradient.h"
 #include "../autograd/autograd.h"
 #include <math.h>
 #include <stdio.h>
@@ -166,6 +167,10 @@ static actc_status estimate(actc_controller *c, actc_fwdbwd_fn fn, void *user)
 /* Running moments of the full-batch gradient, then the alert once due. */
 static actc_status track_variance(actc_controller *c, int n_batch)
 {
+    for (int i = 0; i < c->n_params; i++)
+        if (actc__grad_form(c->params[i]) != ACTC_GRAD_DENSE)
+            return actc_set_error(ACTC_ERR_INVALID, "the GACT controller measures dense gradients; parameter %s holds "
+                                  "a low-rank or encoded one", c->params[i]->name);
     c->comp = c->est_n > 0 && n_batch > 0 ? c->comp_sub * c->est_n / n_batch : c->comp_sub;
     if (!c->mean) {
         c->mean = actc_mem_alloc(ACTC_MEM_OPTIM, (c->P ? c->P : 1) * sizeof *c->mean);

@@ -208,8 +208,9 @@ actc_status actc__policy_gact(const char *spec, double budget, int fixed_bits, i
     p->destroy = gact_destroy;
     p->save_state = gact_save_state;
     p->load_state = gact_load_state;
-    p->segments = segments;
-    p->attention = attention;
+    if (segments) p->region[ACTC_REGION_BLOCK] = ACTC_PLAN_RECOMPUTE;
+    if (attention >= 0)
+        p->region[ACTC_REGION_ATTN] = attention == ACTC_ATTN_FLASH ? ACTC_PLAN_RECOMPUTE : ACTC_PLAN_SAVE;
     return ACTC_OK;
 }
 

@@ -68,7 +68,7 @@ actc_status actc__policy_new(const char *spec, size_t state_bytes,
     strncpy(p->spec, spec, sizeof p->spec - 1);
     p->choose = choose;
     p->destroy = policy_destroy;
-    p->attention = -1;
+    memset(p->region, ACTC_PLAN_ANY, sizeof p->region);
     p->state = state;
     *out = p;
     return ACTC_OK;

@@ -36,7 +36,13 @@ double actc_context_ratio(const actc_store_stats *ss)
 
 static const char *const kind_names[ACTC_SAVE_NKINDS] = {"ACT", "MASK", "INDEX", "EXACT"};
 
-static void text(out *o, const actc_mem_stats *ms, const actc_store_stats *ss)
+/* The gradients by form (the trainer's figures), or NULL. */
+typedef struct {
+    const size_t *by_form; /* dense, low-rank, encoded */
+    size_t fp32;
+} grad_figures;
+
+static void text(out *o, const actc_mem_stats *ms, const actc_store_stats *ss, const grad_figures *g)
 {
     char a[32], b[32];
     size_t sum = 0;
@@ -59,10 +65,17 @@ static void text(out *o, const actc_mem_stats *ms, const actc_store_stats *ss)
     if (ss->backward_peak > ss->forward_bytes)
         put(o, "context with recomputed segments: %s before backward, peak %s during backward\n",
             actc_format_bytes(ss->forward_bytes, a, sizeof a), actc_format_bytes(ss->backward_peak, b, sizeof b));
+    if (g && (g->by_form[ACTC_GRAD_LOWRANK] || g->by_form[ACTC_GRAD_QUANT])) {
+        char c[32], d[32];
+        put(o, "gradients before the update: dense %s, low-rank %s, encoded %s (dense fp32: %s)\n",
+            actc_format_bytes(g->by_form[ACTC_GRAD_DENSE], a, sizeof a),
+            actc_format_bytes(g->by_form[ACTC_GRAD_LOWRANK], b, sizeof b),
+            actc_format_bytes(g->by_form[ACTC_GRAD_QUANT], c, sizeof c), actc_format_bytes(g->fp32, d, sizeof d));
+    }
     put(o, "process peak RSS: %s\n", actc_format_bytes(actc_process_peak_rss(), a, sizeof a));
 }
 
-static void json(out *o, const actc_mem_stats *ms, const actc_store_stats *ss)
+static void json(out *o, const actc_mem_stats *ms, const actc_store_stats *ss, const grad_figures *g)
 {
     put(o, "{\"peak\":{");
     for (int c = 0; c < ACTC_MEM_NCAT; c++)
@@ -73,18 +86,28 @@ static void json(out *o, const actc_mem_stats *ms, const actc_store_stats *ss)
     for (int k = 0; k < ACTC_SAVE_NKINDS; k++)
         put(o, "%s\"%s\":{\"stored\":%zu,\"fp32\":%zu}", k ? "," : "", kind_names[k], ss->stored_by_kind[k],
             ss->fp32_by_kind[k]);
-    put(o, "},\"context_before_backward\":%zu,\"context_backward_peak\":%zu,\"peak_rss\":%zu}", ss->forward_bytes,
+    put(o, "},\"context_before_backward\":%zu,\"context_backward_peak\":%zu,\"peak_rss\":%zu", ss->forward_bytes,
         ss->backward_peak, actc_process_peak_rss());
+    if (g)
+        put(o, ",\"gradients\":{\"dense\":%zu,\"lowrank\":%zu,\"encoded\":%zu,\"fp32\":%zu}",
+            g->by_form[ACTC_GRAD_DENSE], g->by_form[ACTC_GRAD_LOWRANK], g->by_form[ACTC_GRAD_QUANT], g->fp32);
+    put(o, "}");
 }
 
-int actc_memory_report(const actc_mem_stats *ms, const actc_store_stats *ss, int format, char *buf, size_t cap)
+static int report(const actc_mem_stats *ms, const actc_store_stats *ss, const grad_figures *g, int format, char *buf,
+                  size_t cap)
 {
     out o = {buf, buf ? cap : 0, 0};
     if (o.cap) buf[0] = '\0';
     if (!ms || !ss) return 0;
-    if (format == ACTC_REPORT_JSON) json(&o, ms, ss);
-    else text(&o, ms, ss);
+    if (format == ACTC_REPORT_JSON) json(&o, ms, ss, g);
+    else text(&o, ms, ss, g);
     return (int)o.len;
+}
+
+int actc_memory_report(const actc_mem_stats *ms, const actc_store_stats *ss, int format, char *buf, size_t cap)
+{
+    return report(ms, ss, NULL, format, buf, cap);
 }
 
 /* The figures the report is about: the last epoch's, or now. */
@@ -108,7 +131,8 @@ int actc_trainer_report(const actc_trainer *t, int format, char *buf, size_t cap
     actc_mem_stats ms;
     actc_store_stats ss;
     figures(t, &ms, &ss);
-    return actc_memory_report(&ms, &ss, format, buf, cap);
+    const grad_figures g = {t->grad_bytes, t->grad_fp32};
+    return report(&ms, &ss, &g, format, buf, cap);
 }
 
 actc_status actc_trainer_report_file(const actc_trainer *t, int format, FILE *f)

@@ -29,6 +29,9 @@ struct actc_trainer {
     actc_mem_stats ms;
     actc_store_stats ss;
     int have_snapshot;
+    /* the gradients' bytes by form (actc_grad_form) at the step of the
+     * epoch whose gradients held the most, and their dense fp32 size */
+    size_t grad_bytes[3], grad_fp32;
 };
 
 /* The optimizer a trainer's options ask for, over the model's parameters. */

@@ -352,11 +352,32 @@ actc_status actc_trainer_backward(actc_trainer *t, const actc_batch *b, actc_ste
     return ACTC_OK;
 }
 
+/* The gradients' bytes by form before the update, for the memory report
+ * (the epoch keeps the step that held the most). */
+static void note_grad_bytes(actc_trainer *t)
+{
+    size_t by[3] = {0, 0, 0}, fp32 = 0, all = 0, best = 0;
+    for (int i = 0; i < t->np; i++) {
+        actc_grad_info gi;
+        actc_grad_get_info(t->params[i], &gi);
+        if (!gi.present) continue;
+        by[gi.form] += gi.bytes;
+        all += gi.bytes;
+        fp32 += t->params[i]->numel * sizeof(float);
+    }
+    for (int f = 0; f < 3; f++) best += t->grad_bytes[f];
+    if (all >= best) {
+        memcpy(t->grad_bytes, by, sizeof by);
+        t->grad_fp32 = fp32;
+    }
+}
+
 actc_status actc_trainer_step(actc_trainer *t, const actc_batch *b, actc_step_result *r)
 {
     actc_step_result res;
     actc_status s = gradients(t, b, &res);
     double t1 = actc__now();
+    if (s == ACTC_OK) note_grad_bytes(t);
     if (s == ACTC_OK && t->o.clip > 0) s = actc_clip_grad_norm(t->params, t->np, t->o.clip, &res.grad_norm);
     if (s == ACTC_OK) s = actc_optim_step(t->opt, res.lr);
     if (s != ACTC_OK) return t ? step_failed(t, s) : s;
@@ -375,6 +396,8 @@ actc_status actc_trainer_train_epoch(actc_trainer *t, actc_source *src, actc_pro
     const int nb = actc_source_batches(src);
     actc_mem_reset_peak();
     actc_store_reset_peak(t->ctx);
+    memset(t->grad_bytes, 0, sizeof t->grad_bytes);
+    t->grad_fp32 = 0;
     const double t0 = actc__now();
     double loss_sum = 0;
     long correct = 0, rows = 0, samples = 0;

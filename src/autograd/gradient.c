@@ -1,0 +1,263 @@
+/* Gradient forms: a parameter's gradient held dense (t->grad, the default
+ * and the fast path: nothing here runs for it), low-rank (a factor F for
+ * F P^T, added by an operator that saved a projection) or encoded with a
+ * codec between backward passes (folded in when backward completes the
+ * gradient, so micro-batches accumulate in the encoded form).  The
+ * optimizers, clipping, the GACT controller and the memory report reach
+ * the forms through the functions below (gradient.h). */
+#include "gradient.h"
+#include "autograd.h"
+#include "../core/core.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct actc_grad_state {
+    /* QUANT: the codec chosen (kept across steps) and the encoded sum */
+    const actc_codec *codec;
+    int bits;
+    char codec_name[16];
+    void *blob;             /* GRAD; NULL when no gradient is held          */
+    size_t bytes;
+    actc_codec_args args;
+    float scale;            /* pending factor (clipping), applied on decode */
+    /* LOWRANK */
+    actc_tensor *factor;    /* GRAD; NULL when no gradient is held          */
+    actc_projection proj;
+};
+
+static actc_grad_state *state(actc_tensor *t)
+{
+    if (!t->gstate_) t->gstate_ = calloc(1, sizeof *t->gstate_);
+    if (!t->gstate_) actc_set_error(ACTC_ERR_OOM, "out of memory for the gradient form of '%s'", t->name);
+    return t->gstate_;
+}
+
+static const char *pname(const actc_tensor *t) { return t->name[0] ? t->name : "unnamed parameter"; }
+
+actc_status actc_param_set_grad_codec(actc_tensor *t, const char *codec)
+{
+    if (!t || !t->is_param)
+        return actc_set_error(ACTC_ERR_INVALID, "actc_param_set_grad_codec: %s", t ? "not a parameter" : "NULL tensor");
+    if (actc__grad_present(t))
+        return actc_set_error(ACTC_ERR_STATE, "cannot change the gradient form of '%s' while it holds a gradient",
+                              pname(t));
+    const actc_codec *c = NULL;
+    int bits = 0;
+    if (!codec || !strcmp(codec, "fp32")) {
+        c = NULL;
+    } else if (!strcmp(codec, "bf16")) {
+        c = &actc_codec_bf16;
+    } else if (!strncmp(codec, "quant:", 6)) {
+        long long b;
+        if (actc_parse_int(codec + 6, 2, 8, &b) != ACTC_OK)
+            return actc_set_error(ACTC_ERR_INVALID, "gradient codec '%s': quant takes 2..8 bits", codec);
+        c = &actc_codec_quant;
+        bits = (int)b;
+    } else {
+        return actc_set_error(ACTC_ERR_INVALID, "unknown gradient codec '%s' (fp32, bf16 or quant:B)", codec);
+    }
+    if (!c && !t->gstate_) return ACTC_OK;
+    actc_grad_state *g = state(t);
+    if (!g) return actc_last_status();
+    g->codec = c;
+    g->bits = bits;
+    snprintf(g->codec_name, sizeof g->codec_name, "%s", c ? codec : "");
+    return ACTC_OK;
+}
+
+int actc__grad_present(const actc_tensor *t)
+{
+    const actc_grad_state *g = t->gstate_;
+    return t->grad || (g && (g->blob || g->factor));
+}
+
+actc_grad_form actc__grad_form(const actc_tensor *t)
+{
+    const actc_grad_state *g = t->gstate_;
+    if (g && g->factor) return ACTC_GRAD_LOWRANK;
+    if (g && g->blob) return ACTC_GRAD_QUANT;
+    return ACTC_GRAD_DENSE;
+}
+
+void actc__grad_clear(actc_tensor *t)
+{
+    actc_grad_state *g = t->gstate_;
+    if (!g) return;
+    actc_mem_free(g->blob);
+    g->blob = NULL;
+    g->bytes = 0;
+    g->scale = 1.0f;
+    actc_tensor_release(g->factor);
+    g->factor = NULL;
+}
+
+void actc__grad_state_free(actc_tensor *t)
+{
+    actc__grad_clear(t);
+    free(t->gstate_);
+    t->gstate_ = NULL;
+}
+
+actc_status actc_grad_add_lowrank(actc_ctx *ctx, actc_tensor *t, const actc_tensor *factor, const actc_projection *proj)
+{
+    (void)ctx;
+    if (!t || !factor || !factor->data || !proj)
+        return actc_set_error(ACTC_ERR_INVALID, "actc_grad_add_lowrank: NULL tensor, factor or projection");
+    if (!t->requires_grad) return ACTC_OK;
+    if (!t->is_param)
+        return actc_set_error(ACTC_ERR_INVALID, "actc_grad_add_lowrank: '%s' is not a parameter", pname(t));
+    const int last = t->ndim - 1;
+    int ok = proj->rank >= 1 && factor->ndim == t->ndim && t->shape[last] == proj->n && factor->shape[last] == proj->rank;
+    for (int i = 0; ok && i < last; i++) ok = factor->shape[i] == t->shape[i];
+    if (!ok) {
+        char a[64], b[64];
+        return actc_set_error(ACTC_ERR_INVALID, "low-rank gradient of '%s' %s: factor %s with a projection %d -> %d",
+                              pname(t), actc_shape_str(t, a, sizeof a), actc_shape_str(factor, b, sizeof b), proj->n,
+                              proj->rank);
+    }
+    if (t->grad || (t->gstate_ && t->gstate_->blob))
+        return actc_set_error(ACTC_ERR_STATE, "'%s' already holds a dense or encoded gradient: one parameter, one form "
+                              "of gradient per step", pname(t));
+    actc_grad_state *g = state(t);
+    if (!g) return actc_last_status();
+    if (!g->factor) {
+        if (!(g->factor = actc_tensor_copy(ACTC_MEM_GRAD, factor))) return actc_last_status();
+        g->proj = *proj;
+        return ACTC_OK;
+    }
+    if (memcmp(&g->proj, proj, sizeof *proj))
+        return actc_set_error(ACTC_ERR_INVALID, "low-rank gradient of '%s': a second projection (key %llx, rank %d) "
+                              "where the gradient holds key %llx, rank %d",
+                              pname(t), (unsigned long long)proj->key, proj->rank, (unsigned long long)g->proj.key,
+                              g->proj.rank);
+    float *d = g->factor->data;
+    const float *s = factor->data;
+    for (size_t i = 0; i < factor->numel; i++) d[i] += s[i];
+    return ACTC_OK;
+}
+
+static void decode_scaled(const actc_grad_state *g, size_t n, float *out)
+{
+    g->codec->decode(&g->args, g->blob, n, out);
+    if (g->scale != 1.0f)
+        for (size_t i = 0; i < n; i++) out[i] *= g->scale;
+}
+
+actc_status actc__grad_complete(actc_ctx *ctx, actc_tensor *t)
+{
+    actc_grad_state *g = t->gstate_;
+    if (!g || !t->grad) return ACTC_OK;
+    if (g->factor)
+        return actc_set_error(ACTC_ERR_STATE, "'%s' has a low-rank gradient and a dense one in the same step",
+                              pname(t));
+    if (!g->codec) return ACTC_OK;
+    /* The sum so far (decoded, scaled) plus this pass's dense gradient,
+     * encoded afresh: one rounding per micro-batch. */
+    float *sum = t->grad->data;
+    const size_t n = t->numel;
+    if (g->blob) {
+        float *prev = actc_mem_alloc(ACTC_MEM_SCRATCH, n * sizeof *prev);
+        if (!prev) return actc_last_status();
+        decode_scaled(g, n, prev);
+        for (size_t i = 0; i < n; i++) sum[i] += prev[i];
+        actc_mem_free(prev);
+    }
+    actc_codec_args a;
+    memset(&a, 0, sizeof a);
+    a.bits = g->bits;
+    a.ndim = 1;
+    a.shape[0] = (int)n;
+    uint64_t h = 0xCBF29CE484222325ULL;
+    for (const char *c = t->name; *c; c++) h = (h ^ (uint8_t)*c) * 0x100000001B3ULL;
+    a.key = actc_rng_key(ctx->seed ^ 0x4752414453ULL, actc__stream_step(ctx), t->name[0] ? h : t->id);
+    const size_t bytes = g->codec->plan(&a, sum, n);
+    void *blob = actc_mem_alloc(ACTC_MEM_GRAD, bytes);
+    if (!blob) return actc_last_status();
+    g->codec->encode(&a, sum, n, blob);
+    actc_mem_free(g->blob);
+    g->blob = blob;
+    g->bytes = bytes;
+    g->args = a;
+    g->scale = 1.0f;
+    actc_tensor *dense = t->grad; /* not actc_tensor_drop_grad: that clears every form */
+    t->grad = NULL;
+    actc_tensor_release(dense);
+    return ACTC_OK;
+}
+
+void actc_grad_get_info(const actc_tensor *t, actc_grad_info *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!t) return;
+    out->form = actc__grad_form(t);
+    out->present = actc__grad_present(t);
+    const actc_grad_state *g = t->gstate_;
+    switch (out->form) {
+    case ACTC_GRAD_LOWRANK:
+        out->proj = g->proj;
+        out->bytes = g->factor->numel * sizeof(float);
+        break;
+    case ACTC_GRAD_QUANT:
+        out->bytes = g->bytes;
+        snprintf(out->codec, sizeof out->codec, "%s", g->codec_name);
+        break;
+    default: out->bytes = t->grad ? t->grad->numel * sizeof(float) : 0;
+    }
+}
+
+const actc_tensor *actc__grad_factor(const actc_tensor *t, actc_projection *proj)
+{
+    const actc_grad_state *g = t->gstate_;
+    if (!g || !g->factor) return NULL;
+    if (proj) *proj = g->proj;
+    return g->factor;
+}
+
+actc_status actc_grad_to_dense(const actc_tensor *t, float *out)
+{
+    if (!t || !out) return actc_set_error(ACTC_ERR_INVALID, "actc_grad_to_dense: NULL tensor or output");
+    const actc_grad_state *g = t->gstate_;
+    switch (actc__grad_form(t)) {
+    case ACTC_GRAD_QUANT: decode_scaled(g, t->numel, out); return ACTC_OK;
+    case ACTC_GRAD_LOWRANK:
+        memset(out, 0, t->numel * sizeof *out);
+        return actc_project_back(&g->proj, g->factor->data, (int)(g->factor->numel / (size_t)g->proj.rank), 1.0f, out);
+    default:
+        if (t->grad) memcpy(out, t->grad->data, t->numel * sizeof *out);
+        else memset(out, 0, t->numel * sizeof *out);
+        return ACTC_OK;
+    }
+}
+
+actc_status actc__grad_sum_sq(const actc_tensor *t, double *sq)
+{
+    const actc_grad_state *g = t->gstate_;
+    switch (actc__grad_form(t)) {
+    case ACTC_GRAD_QUANT: {
+        float *d = actc_mem_alloc(ACTC_MEM_SCRATCH, t->numel * sizeof *d);
+        if (!d) return actc_last_status();
+        decode_scaled(g, t->numel, d);
+        *sq = actc__sum_sq_diff(d, NULL, t->numel);
+        actc_mem_free(d);
+        return ACTC_OK;
+    }
+    case ACTC_GRAD_LOWRANK: *sq = actc__sum_sq_diff(g->factor->data, NULL, g->factor->numel); return ACTC_OK;
+    default: *sq = t->grad && t->grad->data ? actc__sum_sq_diff(t->grad->data, NULL, t->grad->numel) : 0.0; return ACTC_OK;
+    }
+}
+
+void actc__grad_scale(actc_tensor *t, float c)
+{
+    actc_grad_state *g = t->gstate_;
+    actc_tensor *d = NULL;
+    switch (actc__grad_form(t)) {
+    case ACTC_GRAD_QUANT: g->scale *= c; return;
+    case ACTC_GRAD_LOWRANK: d = g->factor; break;
+    default: d = t->grad;
+    }
+    if (!d || !d->data) return;
+    float *x = d->data;
+#pragma omp parallel for simd schedule(static) if (d->numel > 65536)
+    for (size_t j = 0; j < d->numel; j++) x[j] *= c;
+}

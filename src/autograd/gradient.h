@@ -1,0 +1,29 @@
+/* The gradient forms' internals (gradient.c), for the engine (tape.c folds
+ * a completed gradient into its form), the optimizers, clipping, the GACT
+ * controller and the memory report. */
+#ifndef ACTC_GRADIENT_H
+#define ACTC_GRADIENT_H
+#include "actc.h"
+
+typedef struct actc_grad_state actc_grad_state;
+
+/* 1 if t holds a gradient in any form. */
+int actc__grad_present(const actc_tensor *t);
+/* The form of the gradient t holds (DENSE when it holds none). */
+actc_grad_form actc__grad_form(const actc_tensor *t);
+/* Backward will add to t's gradient no more this pass: fold the dense
+ * gradient into t's encoded form, if it has one (else nothing). */
+actc_status actc__grad_complete(actc_ctx *ctx, actc_tensor *t);
+/* The low-rank factor and its projection, or NULL if t's gradient is not
+ * low-rank. */
+const actc_tensor *actc__grad_factor(const actc_tensor *t, actc_projection *proj);
+/* Squared L2 norm of the gradient in its form (a low-rank one: of the
+ * factor, the gradient the optimizer sees); 0 without one. */
+actc_status actc__grad_sum_sq(const actc_tensor *t, double *sq);
+/* Multiply the gradient by c in its form (an encoded one: on decode). */
+void actc__grad_scale(actc_tensor *t, float c);
+/* Drop the non-dense forms' gradients (the chosen codec stays). */
+void actc__grad_clear(actc_tensor *t);
+/* And free the form's state (the tensor is being destroyed). */
+void actc__grad_state_free(actc_tensor *t);
+#endif
