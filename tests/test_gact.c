@@ -352,6 +352,64 @@ static void test_dynamic_graph_keeps_bits(void **state)
     net_free(&n);
 }
 
+/* ---- saves used non-linearly keep 8 bits ---------------------------------------- */
+
+/* A norm's input (NORM_IN, backward non-linear in it) keeps 8 bits under the
+ * adaptive levels however insensitive it measures, and the linear saves
+ * share what is left of the budget. */
+static void test_nonlinear_saves_keep_8_bits(void **state)
+{
+    (void)state;
+    actc_ctx *ctx = actc_ctx_new();
+    assert_int_equal(actc_ctx_set_policy(ctx, "gact:2"), ACTC_OK);
+    actc_policy *p = ctx->policy;
+    const int xs[2] = {16, 64}, ws[2] = {64, 64}, gs[1] = {64};
+    actc_tensor *x = tu_rand(2, xs, 1, -1, 1, 0);
+    actc_tensor *w1 = actc_param_new(2, ws, "w1"), *w2 = actc_param_new(2, ws, "w2"), *g = actc_param_new(1, gs, "g");
+    tu_fill_uniform(w1, 2, -0.2f, 0.2f);
+    tu_fill_uniform(w2, 3, -0.2f, 0.2f);
+    tu_fill_uniform(g, 4, 0.9f, 1.1f);
+    actc__gact_estimate_mode(p, 1, 0, 0);
+    actc_tensor *h = actc_linear(ctx, x, w1, NULL);
+    actc_tensor *n = actc_rmsnorm(ctx, h, g, 1e-5f);
+    actc_tensor *y = actc_linear(ctx, n, w2, NULL);
+    actc__gact_estimate_mode(p, 0, 0, 0);
+    actc_ctx_reset(ctx);
+    uint64_t keys[8];
+    assert_int_equal(actc__gact_live_keys(p, keys, 8), 3); /* x, h (the norm's input), n */
+    actc_saved_info t[8];
+    assert_int_equal(actc__gact_tensors(p, t, 8), 3);
+    assert_string_equal(t[1].op, "rmsnorm");
+    /* The norm's input least sensitive by far: the greedy alone gives it 1 bit. */
+    const double c[3] = {1.0, 1e-9, 1.0};
+    for (int i = 0; i < 3; i++) actc__gact_set_sensitivity(p, keys[i], c[i]);
+    assert_int_equal(actc__gact_allocate(p), ACTC_OK);
+    assert_int_equal(actc__gact_tensors(p, t, 8), 3);
+    assert_int_equal(t[1].bits, 8);
+    /* 2 bits on average over three equal tensors: 8 + 0 is the most the
+     * other two can get after it (each at least 1: over budget, at 1 bit). */
+    assert_int_equal(t[0].bits, 1);
+    assert_int_equal(t[2].bits, 1);
+    /* A linear save as insensitive gets the bottom rung. */
+    assert_int_equal(actc_ctx_set_policy(ctx, "gact:3"), ACTC_OK);
+    p = ctx->policy;
+    actc__gact_estimate_mode(p, 1, 0, 0);
+    actc_tensor *h2 = actc_linear(ctx, x, w1, NULL);
+    actc_tensor *y2 = actc_linear(ctx, h2, w2, NULL);
+    actc__gact_estimate_mode(p, 0, 0, 0);
+    actc_ctx_reset(ctx);
+    assert_int_equal(actc__gact_live_keys(p, keys, 8), 2);
+    actc__gact_set_sensitivity(p, keys[0], 1.0);
+    actc__gact_set_sensitivity(p, keys[1], 1e-9);
+    assert_int_equal(actc__gact_allocate(p), ACTC_OK);
+    assert_int_equal(actc__gact_tensors(p, t, 8), 2);
+    assert_true(t[1].bits < t[0].bits);
+    assert_true(t[1].bits <= 2);
+    actc_tensor *rel[] = {x, w1, w2, g, h, n, y, h2, y2};
+    for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) actc_tensor_release(rel[i]);
+    actc_ctx_free(ctx);
+}
+
 /* ---- the sub-batch estimate ranks like the full batch ----------------------------- */
 
 static double spearman(int n, const double *a, const double *b)
@@ -751,6 +809,7 @@ int main(void)
         cmocka_unit_test(test_dynamic_graph_keeps_bits),
         cmocka_unit_test(test_subbatch_ranks_like_full_batch),
         cmocka_unit_test(test_variance_alert),
+        cmocka_unit_test(test_nonlinear_saves_keep_8_bits),
         cmocka_unit_test(test_segments_recompute_exactly),
         cmocka_unit_test(test_cb1_context_vs_fp32_checkpointing),
         cmocka_unit_test(test_segment_edge_cases),
