@@ -687,7 +687,7 @@ ACTC_API actc_tensor *actc_grad_take(actc_node *node);
  * the subspace: their state takes the factor's shape), actc_clip_grad_norm
  * measures and scales every form, and actc_tensor_drop_grad clears every
  * form. */
-typedef enum { ACTC_GRAD_DENSE = 0, ACTC_GRAD_LOWRANK, ACTC_GRAD_QUANT } actc_grad_form;
+typedef enum { ACTC_GRAD_DENSE = 0, ACTC_GRAD_LOWRANK, ACTC_GRAD_QUANT, ACTC_GRAD_NFORMS } actc_grad_form;
 typedef struct {
     actc_grad_form form;   /* of the gradient held now (DENSE if none)         */
     int present;           /* 1 if the parameter holds a gradient              */
@@ -702,7 +702,8 @@ typedef struct {
  * holds a gradient of another form. */
 ACTC_API actc_status actc_grad_add_lowrank(actc_ctx *ctx, actc_tensor *t, const actc_tensor *factor,
                                            const actc_projection *proj);
-/* Hold parameter t's gradient encoded between backward passes: codec
+/* Hold parameter t's gradient encoded between backward passes (a low-rank
+ * gradient, whose factor is already small, stays low-rank): codec
  * "bf16", "quant:B" (B = 2..8 bits, ActNN's per-group quantizer with
  * stochastic rounding: unbiased) or "fp32"/NULL (dense, the default).
  * ACTC_ERR_INVALID for another codec or a tensor that is not a parameter;
@@ -711,8 +712,8 @@ ACTC_API actc_status actc_param_set_grad_codec(actc_tensor *t, const char *codec
 /* What t's gradient is now. */
 ACTC_API void actc_grad_get_info(const actc_tensor *t, actc_grad_info *out);
 /* t's gradient as dense fp32 in out (t->numel floats), whatever its form;
- * zeros if there is none.  ACTC_ERR_OOM when a low-rank form's projection
- * cannot be built. */
+ * zeros if there is none.  ACTC_ERR_INVALID for NULL arguments,
+ * ACTC_ERR_OOM when a low-rank form's projection cannot be built. */
 ACTC_API actc_status actc_grad_to_dense(const actc_tensor *t, float *out);
 
 /* ------------------------------------------------------------------------ */

@@ -158,10 +158,13 @@ static void test_recompute_toy_norm(void **state)
 
 /* The test policy: fp32 for every save, and a projection to rank 4 for
  * every save that offers one, keyed by the save's stable key. */
+static uint64_t g_planned_key, g_projected_key; /* stable keys the policy saw */
+
 static actc_status fp32_choose(actc_policy *p, const actc_save_desc *d, const actc_codec **codec,
                                actc_codec_args *args)
 {
-    (void)p, (void)d, (void)args;
+    (void)p, (void)args;
+    if (d->role->role == ACTC_ROLE_PROJECTED) g_projected_key = d->stable_key;
     *codec = &actc_codec_fp32;
     return ACTC_OK;
 }
@@ -174,6 +177,7 @@ static actc_status project_plan(actc_policy *p, const actc_save_desc *d, actc_tr
     out->proj.n = d->role->fan_in;
     out->proj.rank = 4;
     out->proj.key = d->stable_key ^ 0x70726F6AULL;
+    g_planned_key = d->stable_key;
     return ACTC_OK;
 }
 
@@ -319,6 +323,9 @@ static void test_projection_transform(void **state)
     size_t proj_bytes;
     toylin_pass(ctx, x, w, 3, &proj_bytes);
     assert_int_equal(proj_bytes, (size_t)ROWS * RANK * sizeof(float));
+    /* Asking for the plan left the store as it was: the projection is
+     * saved under the key the input would have had. */
+    assert_true(g_planned_key != 0 && g_projected_key == g_planned_key);
     assert_memory_equal(x->grad->data, gx_dense, x->numel * sizeof(float));
     assert_null(w->grad);
     actc_grad_info gi;
@@ -526,7 +533,7 @@ static void mlp2_micro(actc_ctx *ctx, mlp2 *m, int k)
 /* Count the gradient-complete events and check each arrives folded. */
 typedef struct {
     int n;
-    actc_tensor *order[8];
+    actc_tensor *order[12];
 } events;
 
 static actc_status on_complete(actc_ctx *ctx, actc_tensor *p, void *user)
@@ -538,7 +545,7 @@ static actc_status on_complete(actc_ctx *ctx, actc_tensor *p, void *user)
     if (!gi.present) print_error("no gradient in %s at its event\n", p->name);
     assert_int_equal(gi.present, 1);
     assert_null(gi.form == ACTC_GRAD_QUANT ? p->grad : NULL); /* the dense buffer is gone */
-    if (e->n < 8) e->order[e->n] = p;
+    if (e->n < 12) e->order[e->n] = p;
     e->n++;
     return ACTC_OK;
 }
@@ -580,7 +587,7 @@ static void test_encoded_gradients(void **state)
     /* Once per parameter per backward, in reverse topological order. */
     assert_int_equal(ev.n, 12);
     actc_tensor *const want[3] = {m.w2, m.w1, m.b1}; /* the last layer first; a node's inputs in order */
-    for (int i = 0; i < 8; i++) assert_ptr_equal(ev.order[i], want[i % 3]);
+    for (int i = 0; i < 12; i++) assert_ptr_equal(ev.order[i], want[i % 3]);
     /* bf16: one rounding per micro-batch, of the running sum. */
     float acc2[48];
     for (int i = 0; i < 48; i++) {

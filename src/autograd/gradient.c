@@ -8,11 +8,13 @@
 #include "gradient.h"
 #include "autograd.h"
 #include "../core/core.h"
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-struct actc_grad_state {
+typedef struct {
+    struct actc_grad_state head; /* first: what core sees (release) */
     /* QUANT: the codec chosen (kept across steps) and the encoded sum */
     const actc_codec *codec;
     int bits;
@@ -24,13 +26,40 @@ struct actc_grad_state {
     /* LOWRANK */
     actc_tensor *factor;    /* GRAD; NULL when no gradient is held          */
     actc_projection proj;
-};
+} form_state;
 
-static actc_grad_state *state(actc_tensor *t)
+static form_state *fs(const actc_tensor *t) { return (form_state *)t->gstate_; }
+
+/* core's release: drop the gradient held (the chosen codec stays), and with
+ * destroy the state too. */
+static void release(actc_tensor *t, int destroy)
 {
-    if (!t->gstate_) t->gstate_ = calloc(1, sizeof *t->gstate_);
-    if (!t->gstate_) actc_set_error(ACTC_ERR_OOM, "out of memory for the gradient form of '%s'", t->name);
-    return t->gstate_;
+    form_state *g = fs(t);
+    actc_mem_free(g->blob);
+    g->blob = NULL;
+    g->bytes = 0;
+    g->scale = 1.0f;
+    actc_tensor_release(g->factor);
+    g->factor = NULL;
+    if (destroy) {
+        free(g);
+        t->gstate_ = NULL;
+    }
+}
+
+static form_state *state(actc_tensor *t)
+{
+    if (!t->gstate_) {
+        form_state *g = calloc(1, sizeof *g);
+        if (!g) {
+            actc_set_error(ACTC_ERR_OOM, "out of memory for the gradient form of '%s'", t->name);
+            return NULL;
+        }
+        g->head.release = release;
+        g->scale = 1.0f;
+        t->gstate_ = &g->head;
+    }
+    return fs(t);
 }
 
 static const char *pname(const actc_tensor *t) { return t->name[0] ? t->name : "unnamed parameter"; }
@@ -58,7 +87,7 @@ actc_status actc_param_set_grad_codec(actc_tensor *t, const char *codec)
         return actc_set_error(ACTC_ERR_INVALID, "unknown gradient codec '%s' (fp32, bf16 or quant:B)", codec);
     }
     if (!c && !t->gstate_) return ACTC_OK;
-    actc_grad_state *g = state(t);
+    form_state *g = state(t);
     if (!g) return actc_last_status();
     g->codec = c;
     g->bits = bits;
@@ -68,35 +97,22 @@ actc_status actc_param_set_grad_codec(actc_tensor *t, const char *codec)
 
 int actc__grad_present(const actc_tensor *t)
 {
-    const actc_grad_state *g = t->gstate_;
+    const form_state *g = fs(t);
     return t->grad || (g && (g->blob || g->factor));
+}
+
+int actc__grad_encoded(const actc_tensor *t)
+{
+    const form_state *g = fs(t);
+    return g && g->codec;
 }
 
 actc_grad_form actc__grad_form(const actc_tensor *t)
 {
-    const actc_grad_state *g = t->gstate_;
+    const form_state *g = fs(t);
     if (g && g->factor) return ACTC_GRAD_LOWRANK;
     if (g && g->blob) return ACTC_GRAD_QUANT;
     return ACTC_GRAD_DENSE;
-}
-
-void actc__grad_clear(actc_tensor *t)
-{
-    actc_grad_state *g = t->gstate_;
-    if (!g) return;
-    actc_mem_free(g->blob);
-    g->blob = NULL;
-    g->bytes = 0;
-    g->scale = 1.0f;
-    actc_tensor_release(g->factor);
-    g->factor = NULL;
-}
-
-void actc__grad_state_free(actc_tensor *t)
-{
-    actc__grad_clear(t);
-    free(t->gstate_);
-    t->gstate_ = NULL;
 }
 
 actc_status actc_grad_add_lowrank(actc_ctx *ctx, actc_tensor *t, const actc_tensor *factor, const actc_projection *proj)
@@ -108,7 +124,7 @@ actc_status actc_grad_add_lowrank(actc_ctx *ctx, actc_tensor *t, const actc_tens
     if (!t->is_param)
         return actc_set_error(ACTC_ERR_INVALID, "actc_grad_add_lowrank: '%s' is not a parameter", pname(t));
     const int last = t->ndim - 1;
-    int ok = proj->rank >= 1 && factor->ndim == t->ndim && t->shape[last] == proj->n && factor->shape[last] == proj->rank;
+    int ok = t->ndim >= 1 && proj->rank >= 1 && factor->ndim == t->ndim && t->shape[last] == proj->n && factor->shape[last] == proj->rank;
     for (int i = 0; ok && i < last; i++) ok = factor->shape[i] == t->shape[i];
     if (!ok) {
         char a[64], b[64];
@@ -116,10 +132,10 @@ actc_status actc_grad_add_lowrank(actc_ctx *ctx, actc_tensor *t, const actc_tens
                               pname(t), actc_shape_str(t, a, sizeof a), actc_shape_str(factor, b, sizeof b), proj->n,
                               proj->rank);
     }
-    if (t->grad || (t->gstate_ && t->gstate_->blob))
+    if (t->grad || (fs(t) && fs(t)->blob))
         return actc_set_error(ACTC_ERR_STATE, "'%s' already holds a dense or encoded gradient: one parameter, one form "
                               "of gradient per step", pname(t));
-    actc_grad_state *g = state(t);
+    form_state *g = state(t);
     if (!g) return actc_last_status();
     if (!g->factor) {
         if (!(g->factor = actc_tensor_copy(ACTC_MEM_GRAD, factor))) return actc_last_status();
@@ -137,7 +153,7 @@ actc_status actc_grad_add_lowrank(actc_ctx *ctx, actc_tensor *t, const actc_tens
     return ACTC_OK;
 }
 
-static void decode_scaled(const actc_grad_state *g, size_t n, float *out)
+static void decode_scaled(const form_state *g, size_t n, float *out)
 {
     g->codec->decode(&g->args, g->blob, n, out);
     if (g->scale != 1.0f)
@@ -146,35 +162,40 @@ static void decode_scaled(const actc_grad_state *g, size_t n, float *out)
 
 actc_status actc__grad_complete(actc_ctx *ctx, actc_tensor *t)
 {
-    actc_grad_state *g = t->gstate_;
+    form_state *g = fs(t);
     if (!g || !t->grad) return ACTC_OK;
     if (g->factor)
         return actc_set_error(ACTC_ERR_STATE, "'%s' has a low-rank gradient and a dense one in the same step",
                               pname(t));
     if (!g->codec) return ACTC_OK;
     /* The sum so far (decoded, scaled) plus this pass's dense gradient,
-     * encoded afresh: one rounding per micro-batch. */
-    float *sum = t->grad->data;
+     * encoded afresh: one rounding per micro-batch.  Nothing changes until
+     * every buffer is there (a failure keeps the previous sum and the
+     * dense gradient apart, both intact). */
     const size_t n = t->numel;
+    float *sum = t->grad->data, *tmp = NULL;
     if (g->blob) {
-        float *prev = actc_mem_alloc(ACTC_MEM_SCRATCH, n * sizeof *prev);
-        if (!prev) return actc_last_status();
-        decode_scaled(g, n, prev);
-        for (size_t i = 0; i < n; i++) sum[i] += prev[i];
-        actc_mem_free(prev);
+        if (!(tmp = actc_mem_alloc(ACTC_MEM_SCRATCH, n * sizeof *tmp))) return actc_last_status();
+        decode_scaled(g, n, tmp);
+        for (size_t i = 0; i < n; i++) tmp[i] += sum[i];
+        sum = tmp;
     }
     actc_codec_args a;
     memset(&a, 0, sizeof a);
     a.bits = g->bits;
     a.ndim = 1;
-    a.shape[0] = (int)n;
+    a.shape[0] = n <= INT_MAX ? (int)n : INT_MAX; /* 1-D: one sample, whatever the shape says */
     uint64_t h = 0xCBF29CE484222325ULL;
     for (const char *c = t->name; *c; c++) h = (h ^ (uint8_t)*c) * 0x100000001B3ULL;
     a.key = actc_rng_key(ctx->seed ^ 0x4752414453ULL, actc__stream_step(ctx), t->name[0] ? h : t->id);
     const size_t bytes = g->codec->plan(&a, sum, n);
     void *blob = actc_mem_alloc(ACTC_MEM_GRAD, bytes);
-    if (!blob) return actc_last_status();
+    if (!blob) {
+        actc_mem_free(tmp);
+        return actc_last_status();
+    }
     g->codec->encode(&a, sum, n, blob);
+    actc_mem_free(tmp);
     actc_mem_free(g->blob);
     g->blob = blob;
     g->bytes = bytes;
@@ -192,7 +213,7 @@ void actc_grad_get_info(const actc_tensor *t, actc_grad_info *out)
     if (!t) return;
     out->form = actc__grad_form(t);
     out->present = actc__grad_present(t);
-    const actc_grad_state *g = t->gstate_;
+    const form_state *g = fs(t);
     switch (out->form) {
     case ACTC_GRAD_LOWRANK:
         out->proj = g->proj;
@@ -208,7 +229,7 @@ void actc_grad_get_info(const actc_tensor *t, actc_grad_info *out)
 
 const actc_tensor *actc__grad_factor(const actc_tensor *t, actc_projection *proj)
 {
-    const actc_grad_state *g = t->gstate_;
+    const form_state *g = fs(t);
     if (!g || !g->factor) return NULL;
     if (proj) *proj = g->proj;
     return g->factor;
@@ -217,7 +238,7 @@ const actc_tensor *actc__grad_factor(const actc_tensor *t, actc_projection *proj
 actc_status actc_grad_to_dense(const actc_tensor *t, float *out)
 {
     if (!t || !out) return actc_set_error(ACTC_ERR_INVALID, "actc_grad_to_dense: NULL tensor or output");
-    const actc_grad_state *g = t->gstate_;
+    const form_state *g = fs(t);
     switch (actc__grad_form(t)) {
     case ACTC_GRAD_QUANT: decode_scaled(g, t->numel, out); return ACTC_OK;
     case ACTC_GRAD_LOWRANK:
@@ -232,7 +253,7 @@ actc_status actc_grad_to_dense(const actc_tensor *t, float *out)
 
 actc_status actc__grad_sum_sq(const actc_tensor *t, double *sq)
 {
-    const actc_grad_state *g = t->gstate_;
+    const form_state *g = fs(t);
     switch (actc__grad_form(t)) {
     case ACTC_GRAD_QUANT: {
         float *d = actc_mem_alloc(ACTC_MEM_SCRATCH, t->numel * sizeof *d);
@@ -249,7 +270,7 @@ actc_status actc__grad_sum_sq(const actc_tensor *t, double *sq)
 
 void actc__grad_scale(actc_tensor *t, float c)
 {
-    actc_grad_state *g = t->gstate_;
+    form_state *g = fs(t);
     actc_tensor *d = NULL;
     switch (actc__grad_form(t)) {
     case ACTC_GRAD_QUANT: g->scale *= c; return;

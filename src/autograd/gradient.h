@@ -5,8 +5,6 @@
 #define ACTC_GRADIENT_H
 #include "actc.h"
 
-typedef struct actc_grad_state actc_grad_state;
-
 /* 1 if t holds a gradient in any form. */
 int actc__grad_present(const actc_tensor *t);
 /* The form of the gradient t holds (DENSE when it holds none). */
@@ -20,10 +18,8 @@ const actc_tensor *actc__grad_factor(const actc_tensor *t, actc_projection *proj
 /* Squared L2 norm of the gradient in its form (a low-rank one: of the
  * factor, the gradient the optimizer sees); 0 without one. */
 actc_status actc__grad_sum_sq(const actc_tensor *t, double *sq);
+/* 1 if t's gradient is to be held encoded (actc_param_set_grad_codec). */
+int actc__grad_encoded(const actc_tensor *t);
 /* Multiply the gradient by c in its form (an encoded one: on decode). */
 void actc__grad_scale(actc_tensor *t, float c);
-/* Drop the non-dense forms' gradients (the chosen codec stays). */
-void actc__grad_clear(actc_tensor *t);
-/* And free the form's state (the tensor is being destroyed). */
-void actc__grad_state_free(actc_tensor *t);
 #endif

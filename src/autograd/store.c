@@ -250,6 +250,10 @@ actc_status actc_plan_transform(actc_ctx *ctx, actc_node *node, const actc_tenso
     if (out->kind & ~role->transforms)
         return actc_set_error(ACTC_ERR_INVALID, "policy %s planned transform %u for a save of %s, which offers %u",
                               ctx->policy->spec, out->kind, node->op, role->transforms);
+    const int width = t->ndim > 0 ? t->shape[t->ndim - 1] : 1;
+    if (out->kind == ACTC_XFORM_PROJECT && (out->proj.n != width || out->proj.rank < 1))
+        return actc_set_error(ACTC_ERR_INVALID, "policy %s planned a projection %d -> %d for a save of %s of width %d",
+                              ctx->policy->spec, out->proj.n, out->proj.rank, node->op, width);
     return ACTC_OK;
 }
 

@@ -29,6 +29,14 @@ void actc__thread_share(size_t total, size_t *lo, size_t *hi);
  * that does not depend on the thread count (gemm.c). */
 void actc__sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
                  float beta, float *C, int ldc);
+/* A parameter's gradient in a form other than dense (src/autograd/
+ * gradient.c) starts with this header: a tensor owns its gradient in every
+ * form, and core clears or frees it through release (destroy 0: drop the
+ * gradient held, keep the chosen form; 1: free it all) without knowing the
+ * forms, which live in a layer above. */
+struct actc_grad_state {
+    void (*release)(actc_tensor *t, int destroy);
+};
 /* Write the projection's P (row-major n x rank) into P: what
  * actc_project builds for each call, for callers that hold the buffer. */
 void actc__projection_fill(const actc_projection *p, float *P);

@@ -4,9 +4,6 @@
  * freed as soon as the model code releases it after its consumers ran, while
  * the struct survives for backward. */
 #include "core.h"
-/* A parameter owns its gradient in every form (dense here, the others in
- * the gradient pipeline), so dropping or destroying it clears them all. */
-#include "../autograd/gradient.h"
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -129,7 +126,7 @@ actc_tensor *actc_tensor_retain(actc_tensor *t)
 
 static void destroy(actc_tensor *t)
 {
-    if (t->gstate_) actc__grad_state_free(t);
+    if (t->gstate_) t->gstate_->release(t, 1);
     if (t->grad) {
         actc_tensor *g = t->grad;
         t->grad = NULL;
@@ -157,7 +154,7 @@ void actc__tensor_tape_unref(actc_tensor *t)
 
 void actc_tensor_drop_grad(actc_tensor *t)
 {
-    if (t && t->gstate_) actc__grad_clear(t);
+    if (t && t->gstate_) t->gstate_->release(t, 0);
     if (t && t->grad) {
         actc_tensor *g = t->grad;
         t->grad = NULL;

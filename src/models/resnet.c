@@ -117,8 +117,7 @@ static actc_tensor *resnet_forward(actc_model *m, actc_ctx *ctx, actc_tensor *x)
         snprintf(scope, sizeof scope, "layer%d.%d", stage + 1, i - r->stage_start[stage]);
         actc_tensor *y = NULL;
         if (actc_scope_push(ctx, scope) == ACTC_OK) {
-            y = actc_ctx_wants_segments(ctx) ? actc_segment(ctx, block_segment, &r->blocks[i], h)
-                                             : block_fwd(ctx, &r->blocks[i], h);
+            y = actc_region(ctx, ACTC_REGION_BLOCK, block_segment, &r->blocks[i], h);
             actc_scope_pop(ctx);
         }
         actc_tensor_release(h);

@@ -123,7 +123,14 @@ static actc_status check_param(const actc_optim *o, int i, size_t *need)
         return actc_set_error(ACTC_ERR_STATE, "%s: parameter %d (%s) has no data", o->vt->name, i, p->name);
     char a[64], b[64];
     switch (actc__grad_form(p)) {
-    case ACTC_GRAD_QUANT: *need = p->numel; break; /* decoded into scratch */
+    case ACTC_GRAD_QUANT:
+        /* A dense gradient next to the encoded sum: a backward that failed
+         * before its fold, or one added after it; neither is a gradient. */
+        if (g)
+            return actc_set_error(ACTC_ERR_STATE, "%s: %s holds an encoded gradient and a dense one not folded into it",
+                                  o->vt->name, p->name[0] ? p->name : "a parameter");
+        *need = p->numel; /* decoded into scratch */
+        break;
     case ACTC_GRAD_LOWRANK: {
         actc_projection pr;
         const actc_tensor *f = actc__grad_factor(p, &pr);

@@ -164,13 +164,22 @@ static actc_status estimate(actc_controller *c, actc_fwdbwd_fn fn, void *user)
     return ACTC_OK;
 }
 
+/* The measurements difference dense gradients: refuse, before any pass,
+ * parameters whose gradient is held in another form. */
+static actc_status check_dense(const actc_controller *c)
+{
+    for (int i = 0; i < c->n_params; i++)
+        if (actc__grad_encoded(c->params[i]) || actc__grad_form(c->params[i]) != ACTC_GRAD_DENSE)
+            return actc_set_error(ACTC_ERR_INVALID, "the GACT controller measures dense gradients; parameter %s holds "
+                                  "its gradient low-rank or encoded", c->params[i]->name);
+    return ACTC_OK;
+}
+
 /* Running moments of the full-batch gradient, then the alert once due. */
 static actc_status track_variance(actc_controller *c, int n_batch)
 {
-    for (int i = 0; i < c->n_params; i++)
-        if (actc__grad_form(c->params[i]) != ACTC_GRAD_DENSE)
-            return actc_set_error(ACTC_ERR_INVALID, "the GACT controller measures dense gradients; parameter %s holds "
-                                  "a low-rank or encoded one", c->params[i]->name);
+    actc_status s = check_dense(c); /* a low-rank form appears in backward */
+    if (s != ACTC_OK) return s;
     c->comp = c->est_n > 0 && n_batch > 0 ? c->comp_sub * c->est_n / n_batch : c->comp_sub;
     if (!c->mean) {
         c->mean = actc_mem_alloc(ACTC_MEM_OPTIM, (c->P ? c->P : 1) * sizeof *c->mean);
@@ -217,6 +226,7 @@ actc_status actc_controller_iterate(actc_controller *c, actc_fwdbwd_fn fn, void 
         int n = 0;
         return pass(c, fn, user, step, 0, &n);
     }
+    if (kind && (s = check_dense(c)) != ACTC_OK) return s;
     if (kind && c->iter % c->o.adapt_interval == 0 && (s = estimate(c, fn, user)) != ACTC_OK) return s;
     int n = 0;
     if ((s = pass(c, fn, user, step, 0, &n)) != ACTC_OK) return s;

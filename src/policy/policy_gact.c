@@ -31,7 +31,10 @@ static const int k_ladder[] = {32, 8, 4, 2, 1};
 /* The adaptive levels keep a save that backward uses non-linearly (a norm's
  * input: its role says so) at 8 bits or more: the sensitivity measures the
  * variance rounding adds, but rounding such a save also biases the
- * gradient, which no variance shows (issue 17: 1% in a norm's dx at 2 bits). */
+ * gradient, which no variance shows (issue 17: 1% in a norm's dx at 2 bits).
+ * Only while the budget allows it: when raising them would leave the linear
+ * saves less than half the budget on average (batch norm's inputs are half
+ * a CNN's context), the allocation stays as the sensitivities make it. */
 #define NONLINEAR_MIN_BITS 8
 
 typedef struct {
@@ -60,18 +63,25 @@ static gact_tensor *find(gact_state *s, uint64_t key)
     return NULL;
 }
 
-/* Whether the adaptive levels keep the save at NONLINEAR_MIN_BITS or more.
- * A checkpointed block's input is not raised: it is the CB levels' whole
- * context, which GACT stores at the budget. */
-static int raised(const actc_save_role *role) { return !role->linear && role->role != ACTC_ROLE_SEGMENT_IN; }
+/* Whether the adaptive levels keep the save at NONLINEAR_MIN_BITS or more:
+ * declared non-linear.  An undeclared save (actc_save) is not known to be;
+ * a checkpointed block's input is the CB levels' whole context, which GACT
+ * stores at the budget. */
+static int raised(const actc_save_role *role)
+{
+    return !role->linear && role->role != ACTC_ROLE_UNKNOWN && role->role != ACTC_ROLE_SEGMENT_IN;
+}
 
+/* Before the first measurement (a policy used without the controller): the
+ * budget rounded down to the ladder (non-linear saves too: whether raising
+ * them fits the budget is known only at the allocation), the loss's fp32. */
 static int default_bits(const gact_state *s, const actc_save_role *role)
 {
     if (s->fixed_bits) return s->fixed_bits;
     if (role->role == ACTC_ROLE_LOSS_IN) return 32;
     for (int k = 0; k < LADDER_LEVELS; k++)
-        if (k_ladder[k] <= s->budget) return raised(role) && k_ladder[k] < NONLINEAR_MIN_BITS ? NONLINEAR_MIN_BITS : k_ladder[k];
-    return raised(role) ? NONLINEAR_MIN_BITS : 1;
+        if (k_ladder[k] <= s->budget) return k_ladder[k];
+    return 1;
 }
 
 static gact_tensor *get(gact_state *s, const actc_save_desc *d)
@@ -270,17 +280,25 @@ void actc__gact_set_sensitivity(actc_policy *p, uint64_t key, double c)
 /* The allocation with every non-linear save below NONLINEAR_MIN_BITS
  * raised to it, and the linear ones allocated again in what is left of the
  * budget (the non-linear ones keep the rest of what the first pass gave
- * them: 8 or 32). */
+ * them: 8 or 32), if that leaves the linear ones half the budget per
+ * element or more; else bits stay as they are. */
 static actc_status raise_nonlinear(const gact_state *s, int n, const double *w, const double *c, const int *idx,
                                    double budget, uint8_t *bits)
 {
     int any = 0, m = 0;
+    double linear = 0, left = budget;
     for (int j = 0; j < n; j++) {
-        if (!s->t[idx[j]].nonlinear) continue;
-        if (bits[j] < NONLINEAR_MIN_BITS) bits[j] = NONLINEAR_MIN_BITS, any = 1;
-        budget -= bits[j] * c[j];
+        if (!s->t[idx[j]].nonlinear) {
+            linear += c[j];
+            continue;
+        }
+        any |= bits[j] < NONLINEAR_MIN_BITS;
+        left -= (bits[j] < NONLINEAR_MIN_BITS ? NONLINEAR_MIN_BITS : bits[j]) * c[j];
     }
-    if (!any) return ACTC_OK;
+    if (!any || left < 0.5 * s->budget * linear) return ACTC_OK;
+    for (int j = 0; j < n; j++)
+        if (s->t[idx[j]].nonlinear && bits[j] < NONLINEAR_MIN_BITS) bits[j] = NONLINEAR_MIN_BITS;
+    budget = left;
     double *lw = malloc((size_t)n * sizeof *lw), *lc = malloc((size_t)n * sizeof *lc);
     uint8_t *lb = malloc((size_t)n);
     actc_status st = ACTC_OK;

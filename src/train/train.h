@@ -31,7 +31,7 @@ struct actc_trainer {
     int have_snapshot;
     /* the gradients' bytes by form (actc_grad_form) at the step of the
      * epoch whose gradients held the most, and their dense fp32 size */
-    size_t grad_bytes[3], grad_fp32;
+    size_t grad_bytes[ACTC_GRAD_NFORMS], grad_fp32;
 };
 
 /* The optimizer a trainer's options ask for, over the model's parameters. */

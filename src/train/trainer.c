@@ -356,7 +356,7 @@ actc_status actc_trainer_backward(actc_trainer *t, const actc_batch *b, actc_ste
  * (the epoch keeps the step that held the most). */
 static void note_grad_bytes(actc_trainer *t)
 {
-    size_t by[3] = {0, 0, 0}, fp32 = 0, all = 0, best = 0;
+    size_t by[ACTC_GRAD_NFORMS] = {0}, fp32 = 0, all = 0, best = 0;
     for (int i = 0; i < t->np; i++) {
         actc_grad_info gi;
         actc_grad_get_info(t->params[i], &gi);
@@ -365,7 +365,7 @@ static void note_grad_bytes(actc_trainer *t)
         all += gi.bytes;
         fp32 += t->params[i]->numel * sizeof(float);
     }
-    for (int f = 0; f < 3; f++) best += t->grad_bytes[f];
+    for (int f = 0; f < ACTC_GRAD_NFORMS; f++) best += t->grad_bytes[f];
     if (all >= best) {
         memcpy(t->grad_bytes, by, sizeof by);
         t->grad_fp32 = fp32;
