@@ -352,70 +352,6 @@ static void test_dynamic_graph_keeps_bits(void **state)
     net_free(&n);
 }
 
-/* ---- saves used non-linearly keep 8 bits ---------------------------------------- */
-
-/* The bits gact:B gives x (a linear's input), h (an RMS norm's input,
- * non-linear) and the norm's output (the next linear's input), three
- * tensors of the same size, with sensitivities c. */
-static void norm_net_bits(const char *spec, const double c[3], int bits[3])
-{
-    actc_ctx *ctx = actc_ctx_new();
-    assert_int_equal(actc_ctx_set_policy(ctx, spec), ACTC_OK);
-    actc_policy *p = ctx->policy;
-    const int xs[2] = {16, 64}, ws[2] = {64, 64}, gs[1] = {64};
-    actc_tensor *x = tu_rand(2, xs, 1, -1, 1, 0);
-    actc_tensor *w1 = actc_param_new(2, ws, "w1"), *w2 = actc_param_new(2, ws, "w2"), *g = actc_param_new(1, gs, "g");
-    tu_fill_uniform(w1, 2, -0.2f, 0.2f);
-    tu_fill_uniform(w2, 3, -0.2f, 0.2f);
-    tu_fill_uniform(g, 4, 0.9f, 1.1f);
-    actc__gact_estimate_mode(p, 1, 0, 0);
-    actc_tensor *h = actc_linear(ctx, x, w1, NULL);
-    actc_tensor *n = actc_rmsnorm(ctx, h, g, 1e-5f);
-    actc_tensor *y = actc_linear(ctx, n, w2, NULL);
-    actc__gact_estimate_mode(p, 0, 0, 0);
-    actc_ctx_reset(ctx);
-    uint64_t keys[8];
-    assert_int_equal(actc__gact_live_keys(p, keys, 8), 3);
-    for (int i = 0; i < 3; i++) actc__gact_set_sensitivity(p, keys[i], c[i]);
-    assert_int_equal(actc__gact_allocate(p), ACTC_OK);
-    actc_saved_info t[8];
-    assert_int_equal(actc__gact_tensors(p, t, 8), 3);
-    assert_string_equal(t[1].op, "rmsnorm");
-    for (int i = 0; i < 3; i++) bits[i] = t[i].bits;
-    /* The next forward stores what the allocation says. */
-    h = (actc_tensor_release(h), actc_linear(ctx, x, w1, NULL));
-    actc_tensor_release(n);
-    n = actc_rmsnorm(ctx, h, g, 1e-5f);
-    const actc_node *norm = ctx->nodes[ctx->n_nodes - 1];
-    const actc_store_entry *e = &ctx->entries[norm->slots_[0]];
-    assert_int_equal(e->codec == &actc_codec_fp32 ? 32 : e->args.bits, bits[1]);
-    actc_ctx_reset(ctx);
-    actc_tensor *rel[] = {x, w1, w2, g, h, n, y};
-    for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) actc_tensor_release(rel[i]);
-    actc_ctx_free(ctx);
-}
-
-/* A norm's input (NORM_IN, backward non-linear in it) keeps 8 bits however
- * insensitive it measures while the linear saves keep half the budget or
- * more, and those share what is left; past that the sensitivities decide. */
-static void test_nonlinear_saves_keep_8_bits(void **state)
-{
-    (void)state;
-    const double c[3] = {1.0, 1e-9, 1.0}; /* the greedy alone gives the norm's input the bottom rung */
-    int b[3];
-    /* gact:4: 12 bits per element of one tensor; 8 for the norm leaves 4
-     * for the other two, half the budget on average: raised. */
-    norm_net_bits("gact:4", c, b);
-    assert_int_equal(b[1], 8);
-    assert_true(b[0] >= 1 && b[2] >= 1 && b[0] + b[2] <= 4);
-    /* gact:2: 8 bits for the norm is more than the whole budget: left to
-     * the sensitivities. */
-    norm_net_bits("gact:2", c, b);
-    print_message("gact:2: bits %d %d %d\n", b[0], b[1], b[2]);
-    assert_true(b[1] <= 2 && b[1] <= b[0] && b[1] <= b[2]);
-    assert_true(b[0] + b[1] + b[2] <= 6);
-}
-
 /* ---- the sub-batch estimate ranks like the full batch ----------------------------- */
 
 static double spearman(int n, const double *a, const double *b)
@@ -815,7 +751,6 @@ int main(void)
         cmocka_unit_test(test_dynamic_graph_keeps_bits),
         cmocka_unit_test(test_subbatch_ranks_like_full_batch),
         cmocka_unit_test(test_variance_alert),
-        cmocka_unit_test(test_nonlinear_saves_keep_8_bits),
         cmocka_unit_test(test_segments_recompute_exactly),
         cmocka_unit_test(test_cb1_context_vs_fp32_checkpointing),
         cmocka_unit_test(test_segment_edge_cases),

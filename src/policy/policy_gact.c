@@ -28,21 +28,12 @@
 
 static const int k_ladder[] = {32, 8, 4, 2, 1};
 #define LADDER_LEVELS ((int)(sizeof k_ladder / sizeof k_ladder[0]))
-/* The adaptive levels keep a save that backward uses non-linearly (a norm's
- * input: its role says so) at 8 bits or more: the sensitivity measures the
- * variance rounding adds, but rounding such a save also biases the
- * gradient, which no variance shows (issue 17: 1% in a norm's dx at 2 bits).
- * Only while the budget allows it: when raising them would leave the linear
- * saves less than half the budget on average (batch norm's inputs are half
- * a CNN's context), the allocation stays as the sensitivities make it. */
-#define NONLINEAR_MIN_BITS 8
 
 typedef struct {
     uint64_t key;
     actc_saved_info info;   /* op, scope, shape, c_l, bits, bytes          */
     size_t D;               /* elements of the last save                   */
     uint32_t pass;          /* estimation pass that last saw it            */
-    int nonlinear;          /* backward uses it non-linearly (its role)    */
 } gact_tensor;
 
 typedef struct {
@@ -63,22 +54,10 @@ static gact_tensor *find(gact_state *s, uint64_t key)
     return NULL;
 }
 
-/* Whether the adaptive levels keep the save at NONLINEAR_MIN_BITS or more:
- * declared non-linear.  An undeclared save (actc_save) is not known to be;
- * a checkpointed block's input is the CB levels' whole context, which GACT
- * stores at the budget. */
-static int raised(const actc_save_role *role)
-{
-    return !role->linear && role->role != ACTC_ROLE_UNKNOWN && role->role != ACTC_ROLE_SEGMENT_IN;
-}
-
-/* Before the first measurement (a policy used without the controller): the
- * budget rounded down to the ladder (non-linear saves too: whether raising
- * them fits the budget is known only at the allocation), the loss's fp32. */
-static int default_bits(const gact_state *s, const actc_save_role *role)
+static int default_bits(const gact_state *s, actc_role role)
 {
     if (s->fixed_bits) return s->fixed_bits;
-    if (role->role == ACTC_ROLE_LOSS_IN) return 32;
+    if (role == ACTC_ROLE_LOSS_IN) return 32;
     for (int k = 0; k < LADDER_LEVELS; k++)
         if (k_ladder[k] <= s->budget) return k_ladder[k];
     return 1;
@@ -99,7 +78,7 @@ static gact_tensor *get(gact_state *s, const actc_save_desc *d)
     memset(g, 0, sizeof *g);
     g->key = d->stable_key;
     g->info.sensitivity = -1;
-    g->info.bits = default_bits(s, d->role);
+    g->info.bits = default_bits(s, d->role->role);
     return g;
 }
 
@@ -114,7 +93,6 @@ static actc_status gact_choose(actc_policy *p, const actc_save_desc *d, const ac
     g->info.ndim = d->t->ndim;
     memcpy(g->info.shape, d->t->shape, sizeof g->info.shape);
     g->D = d->t->numel;
-    g->nonlinear = raised(d->role);
     g->info.fp32_bytes = d->t->numel * sizeof(float);
     g->pass = s->pass;
     const int bits = s->estimating ? GACT_EST_BITS : g->info.bits;
@@ -277,49 +255,6 @@ void actc__gact_set_sensitivity(actc_policy *p, uint64_t key, double c)
     if (g) g->info.sensitivity = c;
 }
 
-/* The allocation with every non-linear save below NONLINEAR_MIN_BITS
- * raised to it, and the linear ones allocated again in what is left of the
- * budget (the non-linear ones keep the rest of what the first pass gave
- * them: 8 or 32), if that leaves the linear ones half the budget per
- * element or more; else bits stay as they are. */
-static actc_status raise_nonlinear(const gact_state *s, int n, const double *w, const double *c, const int *idx,
-                                   double budget, uint8_t *bits)
-{
-    int any = 0, m = 0;
-    double linear = 0, left = budget;
-    for (int j = 0; j < n; j++) {
-        if (!s->t[idx[j]].nonlinear) {
-            linear += c[j];
-            continue;
-        }
-        any |= bits[j] < NONLINEAR_MIN_BITS;
-        left -= (bits[j] < NONLINEAR_MIN_BITS ? NONLINEAR_MIN_BITS : bits[j]) * c[j];
-    }
-    if (!any || left < 0.5 * s->budget * linear) return ACTC_OK;
-    for (int j = 0; j < n; j++)
-        if (s->t[idx[j]].nonlinear && bits[j] < NONLINEAR_MIN_BITS) bits[j] = NONLINEAR_MIN_BITS;
-    budget = left;
-    double *lw = malloc((size_t)n * sizeof *lw), *lc = malloc((size_t)n * sizeof *lc);
-    uint8_t *lb = malloc((size_t)n);
-    actc_status st = ACTC_OK;
-    if (!lw || !lc || !lb) {
-        st = actc_set_error(ACTC_ERR_OOM, "out of memory allocating GACT's bits");
-        goto out;
-    }
-    for (int j = 0; j < n; j++)
-        if (!s->t[idx[j]].nonlinear) lw[m] = w[j], lc[m++] = c[j];
-    st = actc__alloc_bits_ladder(m, lw, lc, k_ladder, LADDER_LEVELS, budget, lb);
-    if (st == ACTC_OK) actc__alloc_refine(m, lw, lc, k_ladder, LADDER_LEVELS, budget, lb);
-    m = 0;
-    for (int j = 0; st == ACTC_OK && j < n; j++)
-        if (!s->t[idx[j]].nonlinear) bits[j] = lb[m++];
-out:
-    free(lw);
-    free(lc);
-    free(lb);
-    return st;
-}
-
 actc_status actc__gact_allocate(actc_policy *p)
 {
     gact_state *s = state_of(p);
@@ -347,7 +282,6 @@ actc_status actc__gact_allocate(actc_policy *p)
     }
     st = actc__alloc_bits_ladder(n, w, c, k_ladder, LADDER_LEVELS, s->budget * total, bits);
     if (st == ACTC_OK) actc__alloc_refine(n, w, c, k_ladder, LADDER_LEVELS, s->budget * total, bits);
-    if (st == ACTC_OK) st = raise_nonlinear(s, n, w, c, idx, s->budget * total, bits);
     for (int j = 0; st == ACTC_OK && j < n; j++) s->t[idx[j]].info.bits = bits[j];
 out:
     free(w);
