@@ -6,15 +6,6 @@
 #include "core.h"
 #include <math.h>
 
-static actc_status check(const actc_projection *p, const char *what)
-{
-    if (!p) return actc_set_error(ACTC_ERR_INVALID, "%s: NULL projection", what);
-    if (p->n < 1 || p->rank < 1)
-        return actc_set_error(ACTC_ERR_INVALID, "%s: projection of width %d to rank %d (both must be >= 1)", what,
-                              p->n, p->rank);
-    return ACTC_OK;
-}
-
 void actc__projection_fill(const actc_projection *p, float *P)
 {
     const float scale = (float)(1.0 / sqrt((double)p->rank));
@@ -23,38 +14,34 @@ void actc__projection_fill(const actc_projection *p, float *P)
     for (long i = 0; i < nn; i++) P[i] = scale * actc_rand_normal(p->key, (uint64_t)i);
 }
 
-/* P in SCRATCH memory, or NULL with the error set. */
-static float *build(const actc_projection *p)
+/* Check the arguments, build P in SCRATCH memory for the one product
+ * (back: out[rows x n] += alpha in P^T, else out[rows x rank] = in P) and
+ * free it. */
+static actc_status product(const char *what, const actc_projection *p, const float *in, int rows, float alpha,
+                           float *out, int back)
 {
+    if (!p) return actc_set_error(ACTC_ERR_INVALID, "%s: NULL projection", what);
+    if (p->n < 1 || p->rank < 1)
+        return actc_set_error(ACTC_ERR_INVALID, "%s: projection of width %d to rank %d (both must be >= 1)", what,
+                              p->n, p->rank);
+    if (rows < 0 || (rows > 0 && (!in || !out)))
+        return actc_set_error(ACTC_ERR_INVALID, "%s: %d rows, NULL input or output", what, rows);
+    if (rows == 0) return ACTC_OK;
     float *P = actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)p->n * (size_t)p->rank * sizeof *P);
-    if (P) actc__projection_fill(p, P);
-    return P;
+    if (!P) return actc_last_status();
+    actc__projection_fill(p, P);
+    if (back) actc__sgemm(0, 1, rows, p->n, p->rank, alpha, in, p->rank, P, p->rank, 1.0f, out, p->n);
+    else actc__sgemm(0, 0, rows, p->rank, p->n, 1.0f, in, p->n, P, p->rank, 0.0f, out, p->rank);
+    actc_mem_free(P);
+    return ACTC_OK;
 }
 
 actc_status actc_project(const actc_projection *p, const float *x, int rows, float *z)
 {
-    actc_status s = check(p, "actc_project");
-    if (s != ACTC_OK) return s;
-    if (rows < 0 || (rows > 0 && (!x || !z)))
-        return actc_set_error(ACTC_ERR_INVALID, "actc_project: %d rows, NULL input or output", rows);
-    if (rows == 0) return ACTC_OK;
-    float *P = build(p);
-    if (!P) return actc_last_status();
-    actc__sgemm(0, 0, rows, p->rank, p->n, 1.0f, x, p->n, P, p->rank, 0.0f, z, p->rank);
-    actc_mem_free(P);
-    return ACTC_OK;
+    return product("actc_project", p, x, rows, 1.0f, z, 0);
 }
 
 actc_status actc_project_back(const actc_projection *p, const float *u, int rows, float alpha, float *out)
 {
-    actc_status s = check(p, "actc_project_back");
-    if (s != ACTC_OK) return s;
-    if (rows < 0 || (rows > 0 && (!u || !out)))
-        return actc_set_error(ACTC_ERR_INVALID, "actc_project_back: %d rows, NULL input or output", rows);
-    if (rows == 0) return ACTC_OK;
-    float *P = build(p);
-    if (!P) return actc_last_status();
-    actc__sgemm(0, 1, rows, p->n, p->rank, alpha, u, p->rank, P, p->rank, 1.0f, out, p->n);
-    actc_mem_free(P);
-    return ACTC_OK;
+    return product("actc_project_back", p, u, rows, alpha, out, 1);
 }
