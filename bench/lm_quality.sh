@@ -18,7 +18,7 @@ trap 'rm -rf "$out"' EXIT
 start=$(date +%s)
 ckpt=${CKPT:-$out/lm.ckpt}
 "$build/actc" train --model "$model" --compress "$policy" --data text $recipe --progress off \
-    --save "$ckpt" | grep --line-buffered -E "^(actc|text|epoch|context before backward)"
+    --save "$ckpt" | grep --line-buffered -E "^(actc|text|epoch|context before backward|  total|process peak RSS|gradients before|optimizer state)"
 echo "training took $(( $(date +%s) - start )) s"
 "$build/actc" eval --checkpoint "$ckpt"
 "$build/actc" generate --checkpoint "$ckpt" --prompt "And God said" --tokens 300 --top-k 20 --seed 1

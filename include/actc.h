@@ -46,9 +46,9 @@ extern "C" {
  * and the package files follow it).  ABI: before 1.0 a minor release may
  * break it (soname libactc.so.0.MINOR), from 1.0 only a major one; a patch
  * release never does (README, "Installing and linking"). */
-#define ACTC_VERSION "0.3.0"
+#define ACTC_VERSION "0.4.0"
 #define ACTC_VERSION_MAJOR 0
-#define ACTC_VERSION_MINOR 3
+#define ACTC_VERSION_MINOR 4
 #define ACTC_VERSION_PATCH 0
 /* ACTC_VERSION_MAJOR * 10000 + MINOR * 100 + PATCH, for #if comparisons. */
 #define ACTC_VERSION_NUMBER (ACTC_VERSION_MAJOR * 10000 + ACTC_VERSION_MINOR * 100 + ACTC_VERSION_PATCH)
@@ -374,7 +374,10 @@ ACTC_API actc_ctx *actc_ctx_new(void);
 /* Free the context, its tape and its store. */
 ACTC_API void actc_ctx_free(actc_ctx *ctx);
 /* Select the compression policy from a spec string ("none", "bf16", ...;
- * actc_policy_list() names them).  Unknown specs fail with ACTC_ERR_INVALID. */
+ * actc_policy_list() names them).  Unknown specs fail with ACTC_ERR_INVALID,
+ * and so do specs whose canonical form (actc_ctx_policy) would not fit in
+ * ACTC_POLICY_MAX bytes with its NUL. */
+#define ACTC_POLICY_MAX 160
 ACTC_API actc_status actc_ctx_set_policy(actc_ctx *ctx, const char *spec);
 /* The canonical spec of the active policy. */
 ACTC_API const char *actc_ctx_policy(const actc_ctx *ctx);
@@ -613,11 +616,28 @@ ACTC_API actc_status actc_save_as(actc_ctx *ctx, actc_node *node, const actc_ten
 #define ACTC_XFORM_PROJECT 1u   /* z = x P, P: n x rank (actc_projection)     */
 /* A random projection P (n x rank), never stored: a pure function of its
  * fields, regenerated wherever it is needed (forward, backward, optimizer),
- * whatever the thread count.  Entries N(0, 1/rank), so E[P P^T] = I. */
+ * whatever the thread count.  E[P P^T] = I for both kinds: GAUSS entries
+ * are N(0, 1/rank); SPARSE (Achlioptas / Li et al. sparse signs) entries are
+ * +-1/sqrt(rank * density) with probability density/2 each, else 0.  A
+ * low-rank gradient carries its projection to the optimizer, and with it
+ * how the optimizer steps back: p -= lr * scale * d P^T (CompAct's alpha),
+ * and whether subspace state carries over when the projection changes.
+ * Zero-initialise it: zero fields are the defaults (GAUSS, scale 1). */
+#define ACTC_PROJ_GAUSS 0
+#define ACTC_PROJ_SPARSE 1
 typedef struct {
     int n;                 /* rows of P: the width projected from             */
     int rank;              /* columns of P                                     */
     uint64_t key;          /* P's random stream                                */
+    int kind;              /* ACTC_PROJ_GAUSS or ACTC_PROJ_SPARSE              */
+    float density;         /* SPARSE: fraction of non-zero entries, (0, 1]     */
+    float scale;           /* the optimizer's step-back scale (0: 1)           */
+    uint32_t age;          /* steps this projection has been in use before the
+                              current one (0: its first step)                  */
+    int reset_state;       /* 1: an optimizer zeroes its subspace state when a
+                              projection starts (age 0) and corrects the bias
+                              of its moments from there; 0: state carries over
+                              (CompAct's reference implementation)             */
 } actc_projection;
 typedef struct {
     unsigned kind;         /* ACTC_XFORM_NONE or ACTC_XFORM_PROJECT           */
@@ -630,6 +650,14 @@ typedef struct {
  * arguments. */
 ACTC_API actc_status actc_plan_transform(actc_ctx *ctx, actc_node *node, const actc_tensor *t,
                                          const actc_save_role *role, actc_transform *out);
+/* Save z, a transform the policy planned of the operator's input `of`
+ * (z = of P), in its place: an ACT save with role (ACTC_ROLE_PROJECTED for a
+ * projection) that the policy compresses like any other, whose share of the
+ * fp32 reference is of's size, counted once however many transforms of it
+ * are saved, so the context ratio compares with saving `of` itself.  Errors
+ * as actc_save_as, and ACTC_ERR_INVALID when of is NULL. */
+ACTC_API actc_status actc_save_transform(actc_ctx *ctx, actc_node *node, const actc_tensor *z,
+                                         const actc_save_role *role, const actc_tensor *of);
 /* z[rows x rank] = x[rows x n] P.  P is built in SCRATCH memory for the
  * call (n x rank floats) and freed before it returns.  ACTC_ERR_INVALID for
  * a bad projection, ACTC_ERR_OOM when P cannot be allocated. */
@@ -684,9 +712,14 @@ ACTC_API actc_tensor *actc_grad_take(actc_node *node);
  * gradient is added into an encoded copy (actc_param_set_grad_codec) and
  * freed, so micro-batches accumulate in the encoded form.  Every form's
  * bytes are GRAD-accounted.  Optimizers step every form (a low-rank one in
- * the subspace: their state takes the factor's shape), actc_clip_grad_norm
+ * the subspace: their state takes the factor's shape, and the step back is
+ * p -= lr scale d P^T after a decoupled decay p *= 1 - lr wd, for SGD too,
+ * whose dense step adds wd p to the gradient instead), actc_clip_grad_norm
  * measures and scales every form, and actc_tensor_drop_grad clears every
- * form. */
+ * form.  Micro-batches adding to one low-rank gradient must use the same
+ * projection: a compact policy derives it from the context's step, which
+ * actc_backward advances, so set the step back (actc_ctx_set_step) before
+ * each micro-batch of one update, as the trainer does. */
 typedef enum { ACTC_GRAD_DENSE = 0, ACTC_GRAD_LOWRANK, ACTC_GRAD_QUANT, ACTC_GRAD_NFORMS } actc_grad_form;
 typedef struct {
     actc_grad_form form;   /* of the gradient held now (DENSE if none)         */
@@ -1428,7 +1461,7 @@ typedef struct {
     actc_model_opts model_opts;/* a built-in model's shape                     */
     size_t n_params;           /* trainable scalars in the file                */
     char optim[16];            /* "" when the file has no optimizer state      */
-    char policy[64];           /* compression policy ("" if none recorded)     */
+    char policy[ACTC_POLICY_MAX]; /* compression policy ("" if none recorded)  */
     int has_trainer;           /* trainer, position and policy state follow    */
     actc_trainer_opts trainer; /* the recipe (strings point into this struct)  */
     uint64_t step, epoch, batch_in_epoch;

@@ -431,7 +431,7 @@ static void test_projection_transform(void **state)
     for (int i = 0; i < M_OUT * N_IN; i++) exact[i] = gw_dense[i];
     const int K = 1600;
     for (int k = 0; k < K; k++) {
-        actc_projection pr = {N_IN, RANK, 1000u + (uint64_t)k};
+        actc_projection pr = {.n = N_IN, .rank = RANK, .key = 1000u + (uint64_t)k};
         float z[M_OUT * RANK], g[M_OUT * N_IN] = {0};
         actc_project(&pr, gw_dense, M_OUT, z);
         actc_project_back(&pr, z, M_OUT, 1.0f, g);
@@ -479,7 +479,7 @@ static void test_transform_not_offered(void **state)
     assert_int_equal(actc_plan_transform(ctx, node, x, &offers, &xf), ACTC_OK);
     assert_int_equal(xf.kind, ACTC_XFORM_NONE);
     assert_int_equal(actc_plan_transform(ctx, node, x, NULL, &xf), ACTC_ERR_INVALID);
-    const actc_projection bad = {0, 4, 1};
+    const actc_projection bad = {.n = 0, .rank = 4, .key = 1};
     assert_int_equal(actc_project(&bad, x->data, 4, y->data), ACTC_ERR_INVALID);
     actc_ctx_reset(ctx);
     actc_tensor_release(y);

@@ -176,8 +176,12 @@ static void test_resume_every_policy(void **state)
     actc_text_corpus c = corpus(4000);
     actc_source *src;
     assert_int_equal(actc_source_text(&c, 4, 16, 7, 4, &src), ACTC_OK);
-    static const char *const policies[] = {"none", "bf16", "quant:3", "actnn:L2", "actnn:L3", "division", "gact:4",
-                                           "gact:CB1"};
+    /* compact with a new projection every 2 steps: the resumed run crosses
+     * one, rebuilding P from the step, and restores r x m moments. */
+    static const char *const policies[] = {"none",     "bf16",   "quant:3",           "actnn:L2",
+                                           "actnn:L3", "division", "gact:4",          "gact:CB1",
+                                           "compact:r=0.5,gap=2", "compact:r=0.25,gap=2,reset+gact:4",
+                                           "compact:r=0.25,gap=2,proj=sparse"};
     for (int threads = 1; threads <= 2; threads++)
         for (size_t i = 0; i < sizeof policies / sizeof *policies; i++)
             resume_case(tiny_gpt, src, policies[i], "adamw", threads);

@@ -1,13 +1,16 @@
-/* actc inspect: what a gact policy does to a model.  Builds the model, takes
- * one real batch (Fashion-MNIST for image models, the text corpus for
- * language models), lets the controller measure every saved tensor's
- * sensitivity and allocate bits, runs the step, and prints per tensor the
- * operator that saved it, its shape, c_l, the bits chosen and its stored
- * bytes. */
+/* actc inspect: what a gact or compact policy does to a model.  Builds the
+ * model, takes one real batch (Fashion-MNIST for image models, the text
+ * corpus for language models) and runs a step.  For gact: lets the
+ * controller measure every saved tensor's sensitivity and allocate bits, and
+ * prints per tensor the operator that saved it, its shape, c_l, the bits
+ * chosen and its stored bytes.  For compact (alone or over a codec policy):
+ * the same step without compact too, and per category (CONTEXT, GRAD,
+ * OPTIM) what compact removed. */
 #include "cli.h"
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
-
+#include <strings.h>
 typedef struct {
     const char *model, *compress, *log_path, *data_spec;
     int batch, threads, seq, layers, width, heads, context;
@@ -16,17 +19,21 @@ typedef struct {
     data_opts d;
 } inspect_opts;
 
-static const char USAGE[] = "actc inspect --compress gact:SPEC [--model NAME] [--batch N]";
-static const char ABOUT[] = "Measure the sensitivity of every tensor the model saves for backward on one\n"
-                           "real batch, allocate bits as the policy does, and print the table: operator,\n"
-                           "scope, shape, sensitivity c_l, bits and stored bytes per tensor.";
+static const char USAGE[] = "actc inspect --compress gact:SPEC|compact:SPEC [--model NAME] [--batch N]";
+static const char ABOUT[] = "gact: measure the sensitivity of every tensor the model saves for backward on\n"
+                           "one real batch, allocate bits as the policy does, and print the table:\n"
+                           "operator, scope, shape, sensitivity c_l, bits and stored bytes per tensor.\n"
+                           "compact (compact:...[+P]): run one training step with and without compact\n"
+                           "(P alone) and print, per category, the bytes compact removed: the context\n"
+                           "saved for backward, the gradients and the optimizer state (and P's table\n"
+                           "when P is a gact policy).";
 
 static void build_flags(flag_def *f, void *opts)
 {
     inspect_opts *o = opts;
     flag_def defs[] = {
         {"--model", F_STR, &o->model, "NAME", "model (resnet20)", 0},
-        {"--compress", F_STR, &o->compress, "SPEC", "a gact policy: gact:4, gact:3, gact:2, gact:fix4, gact:CB1 ... (required)", 0},
+        {"--compress", F_STR, &o->compress, "SPEC", "a gact policy (gact:4, gact:3, gact:fix4, gact:CB1 ...) or a compact one (compact:r=0.25[+gact:4]) (required)", 0},
         {"--batch", F_INT, &o->batch, "N", "batch size (image models 128, language models 16)", 0},
         {"--seq", F_INT, &o->seq, "N", "tokens per window of a language model (its context)", 0},
         {"--estimate-samples", F_INT, &o->co.estimate_samples, "N", "samples per sensitivity pass, 0 = the batch (8)", 0},
@@ -45,6 +52,163 @@ static void build_flags(flag_def *f, void *opts)
     memcpy(f, defs, sizeof defs);
 }
 
+/* One model, trainer and batch of a policy. */
+typedef struct {
+    actc_model *m;
+    actc_trainer *t;
+    actc_image_dataset train;
+    int have_train, have_corpus, samples;
+    actc_text_corpus corpus;
+    actc_source *src;
+    actc_batch b;
+} run;
+
+static void run_close(run *r)
+{
+    actc_source_free(r->src);
+    if (r->have_corpus) actc_text_free(&r->corpus);
+    if (r->have_train) actc_image_dataset_free(&r->train);
+    actc_trainer_free(r->t);
+    actc_model_free(r->m);
+    memset(r, 0, sizeof *r);
+}
+
+/* 0, or prints why and returns 2 (bad flags) or 1. */
+static int run_open(const inspect_opts *o, const char *policy, run *r)
+{
+    memset(r, 0, sizeof *r);
+    actc_model_opts mo = actc_model_default_opts();
+    mo.seed = o->seed;
+    mo.n_layers = o->layers;
+    mo.width = o->width;
+    mo.n_heads = o->heads;
+    mo.context = o->context;
+    if (actc_model_create(o->model, &mo, &r->m) != ACTC_OK) return fail("--model"), 2;
+    actc_trainer_opts to = actc_trainer_default_opts();
+    to.policy = policy;
+    to.seed = o->seed;
+    to.controller = o->co;
+    to.controller.adapt_interval = 1;
+    if (actc_model_takes_tokens(r->m)) to.optim = "adamw"; /* as actc train's language models */
+    if (actc_trainer_new(r->m, &to, &r->t) != ACTC_OK) return fail("--compress"), run_close(r), 2;
+    actc_status s;
+    if (actc_model_takes_tokens(r->m)) {
+        const int T = o->seq ? o->seq : actc_model_get_opts(r->m)->context;
+        if (text_open(o->data_spec ? o->data_spec : "text", &r->corpus)) return run_close(r), 1;
+        r->have_corpus = 1;
+        r->samples = o->batch ? o->batch : 16;
+        s = actc_source_text(&r->corpus, r->samples, T, o->seed, 1, &r->src);
+    } else {
+        if (data_load(&o->d, &r->train, NULL)) return run_close(r), 1;
+        r->have_train = 1;
+        actc_loader_opts lopt = {FMNIST_MEAN, FMNIST_STD, 0, 0, 1, o->seed};
+        r->samples = o->batch ? o->batch : 128;
+        s = actc_source_images(&r->train, r->samples, 1, &lopt, &r->src);
+    }
+    if (s != ACTC_OK || actc_source_get(r->src, 0, 0, 0, &r->b) != ACTC_OK) return fail("data"), run_close(r), 1;
+    return 0;
+}
+
+/* After a step: the context before backward, the gradients' bytes and the
+ * optimizer state's. */
+static void category_bytes(run *r, size_t out[3])
+{
+    actc_store_stats ss;
+    actc_store_get_stats(actc_trainer_ctx(r->t), &ss);
+    out[0] = ss.forward_bytes;
+    out[1] = out[2] = 0;
+    actc_tensor **ps, **st;
+    const int np = actc_model_params(r->m, &ps);
+    for (int i = 0; i < np; i++) {
+        actc_grad_info gi;
+        actc_grad_get_info(ps[i], &gi);
+        out[1] += gi.bytes;
+    }
+    const int ns = actc_optim_state(actc_trainer_optim(r->t), &st);
+    for (int i = 0; i < ns; i++) out[2] += st[i]->numel * sizeof(float);
+}
+
+/* The step of policy: its bytes by category with the gradients still held
+ * (backward, then the optimizer's state made by one update). */
+static int step_bytes(const inspect_opts *o, const char *policy, size_t out[3], run *keep)
+{
+    run r;
+    int rc = run_open(o, policy, &r);
+    if (rc) return rc;
+    actc_step_result sr;
+    if (actc_trainer_backward(r.t, &r.b, &sr) != ACTC_OK ||
+        actc_optim_step(actc_trainer_optim(r.t), 0.0f) != ACTC_OK) {
+        fprintf(stderr, "error: the step of %s failed: %s\n", policy, actc_last_error());
+        run_close(&r);
+        return 1;
+    }
+    category_bytes(&r, out);
+    if (keep) *keep = r;
+    else run_close(&r);
+    return 0;
+}
+
+static int inspect_compact(const inspect_opts *o, FILE *log)
+{
+    /* The codec part of a composed spec: after the '+' a policy name
+     * (a letter) follows, as the library parses it. */
+    const char *plus = o->compress;
+    while ((plus = strchr(plus, '+')) && !isalpha((unsigned char)plus[1])) plus++;
+    const char *codec = plus ? plus + 1 : "none";
+    size_t with[3], without[3];
+    run r;
+    int rc = step_bytes(o, o->compress, with, &r);
+    if (rc) return rc;
+    if ((rc = step_bytes(o, codec, without, NULL))) return run_close(&r), rc;
+    static const char *const names[3] = {"CONTEXT", "GRAD", "OPTIM"};
+    printf("inspect: model %s, policy %s against %s, batch %d: what compact removed\n", o->model,
+           actc_trainer_get_opts(r.t)->policy, codec, r.samples);
+    printf("  %-8s %14s %14s %14s\n", "category", "without", "with compact", "removed");
+    for (int k = 0; k < 3; k++) {
+        char a[32], b[32], c[32];
+        const size_t gone = without[k] > with[k] ? without[k] - with[k] : 0;
+        printf("  %-8s %14s %14s %14s (%.1f%%)\n", names[k], actc_format_bytes(without[k], a, sizeof a),
+               actc_format_bytes(with[k], b, sizeof b), actc_format_bytes(gone, c, sizeof c),
+               without[k] ? 100.0 * (double)gone / (double)without[k] : 0.0);
+    }
+    printf("  (CONTEXT: saved for backward, at the end of the forward pass; GRAD: the gradients before the update;\n"
+           "   OPTIM: the optimizer's state)\n");
+    const actc_controller *ctrl = actc_trainer_controller(r.t);
+    if (!strncasecmp(codec, "gact:", 5)) report_tensors(stdout, ctrl);
+    if (log)
+        fprintf(log, "{\"event\":\"inspect\",\"model\":\"%s\",\"policy\":\"%s\",\"without\":{\"context\":%zu,"
+                     "\"grad\":%zu,\"optim\":%zu},\"with\":{\"context\":%zu,\"grad\":%zu,\"optim\":%zu}}\n",
+                o->model, actc_trainer_get_opts(r.t)->policy, without[0], without[1], without[2], with[0], with[1],
+                with[2]);
+    run_close(&r);
+    return 0;
+}
+
+static int inspect_gact(const inspect_opts *o, FILE *log)
+{
+    run r;
+    int rc = run_open(o, o->compress, &r);
+    if (rc) return rc;
+    if (actc_trainer_backward(r.t, &r.b, NULL) != ACTC_OK) {
+        fprintf(stderr, "error: the step failed: %s\n", actc_last_error());
+        run_close(&r);
+        return 1;
+    }
+    const actc_controller *ctrl = actc_trainer_controller(r.t);
+    printf("inspect: model %s, policy %s, batch %d, sensitivity passes on %d sample(s) at 4 bits\n", o->model,
+           actc_trainer_get_opts(r.t)->policy, r.samples,
+           o->co.estimate_samples && o->co.estimate_samples < r.samples ? o->co.estimate_samples : r.samples);
+    report_tensors(stdout, ctrl);
+    if (log) {
+        fprintf(log, "{\"event\":\"inspect\",\"model\":\"%s\",\"policy\":\"%s\",\"tensors\":", o->model,
+                actc_trainer_get_opts(r.t)->policy);
+        report_tensors_json(log, ctrl);
+        fprintf(log, "}\n");
+    }
+    run_close(&r);
+    return 0;
+}
+
 static int cmd_inspect(int argc, char **argv)
 {
     inspect_opts o;
@@ -60,9 +224,11 @@ static int cmd_inspect(int argc, char **argv)
         return 0;
     }
     if (rc) return 2;
-    if (!o.compress || strncmp(o.compress, "gact:", 5)) {
-        fprintf(stderr, "error: --compress must be a gact policy (gact:4, gact:fix4, ...): inspect shows what GACT "
-                        "measures and allocates\n");
+    const int compact = o.compress && !strncasecmp(o.compress, "compact", 7);
+    if (!o.compress || (strncasecmp(o.compress, "gact:", 5) && !compact)) {
+        fprintf(stderr, "error: --compress must be a gact policy (gact:4, gact:fix4, ...) or a compact one "
+                        "(compact:r=0.25, compact:r=0.25+gact:4): inspect shows what GACT measures and allocates, "
+                        "or what CompAct removes\n");
         return 2;
     }
     if (o.batch < 0 || o.seq < 0 || o.co.estimate_samples < 0 || o.layers < 0 || o.width < 0 || o.heads < 0 ||
@@ -71,81 +237,13 @@ static int cmd_inspect(int argc, char **argv)
         return 2;
     }
     actc_set_threads(o.threads);
-    rc = 1;
-    actc_model *m = NULL;
-    actc_trainer *t = NULL;
-    actc_image_dataset train = {0};
-    int have_train = 0, have_corpus = 0;
-    actc_text_corpus corpus;
-    actc_source *src = NULL;
     FILE *log = NULL;
-    actc_model_opts mo = actc_model_default_opts();
-    mo.seed = o.seed;
-    mo.n_layers = o.layers;
-    mo.width = o.width;
-    mo.n_heads = o.heads;
-    mo.context = o.context;
-    if (actc_model_create(o.model, &mo, &m) != ACTC_OK) {
-        fail("--model");
-        return 2;
-    }
-    actc_trainer_opts to = actc_trainer_default_opts();
-    to.policy = o.compress;
-    to.seed = o.seed;
-    to.controller = o.co;
-    to.controller.adapt_interval = 1;
-    if (actc_trainer_new(m, &to, &t) != ACTC_OK) {
-        fail("--compress");
-        rc = 2;
-        goto out;
-    }
     if (o.log_path && !(log = fopen(o.log_path, "a"))) {
         fprintf(stderr, "error: --log %s: cannot open for appending\n", o.log_path);
-        goto out;
+        return 1;
     }
-    int samples;
-    actc_status s;
-    if (actc_model_takes_tokens(m)) {
-        const int T = o.seq ? o.seq : actc_model_get_opts(m)->context;
-        if (text_open(o.data_spec ? o.data_spec : "text", &corpus)) goto out;
-        have_corpus = 1;
-        samples = o.batch ? o.batch : 16;
-        s = actc_source_text(&corpus, samples, T, o.seed, 1, &src);
-    } else {
-        if (data_load(&o.d, &train, NULL)) goto out;
-        have_train = 1;
-        actc_loader_opts lopt = {FMNIST_MEAN, FMNIST_STD, 0, 0, 1, o.seed};
-        samples = o.batch ? o.batch : 128;
-        s = actc_source_images(&train, samples, 1, &lopt, &src);
-    }
-    actc_batch b;
-    if (s != ACTC_OK || actc_source_get(src, 0, 0, 0, &b) != ACTC_OK) {
-        fail("data");
-        goto out;
-    }
-    if (actc_trainer_backward(t, &b, NULL) != ACTC_OK) {
-        fprintf(stderr, "error: the step failed: %s\n", actc_last_error());
-        goto out;
-    }
-    const actc_controller *ctrl = actc_trainer_controller(t);
-    printf("inspect: model %s, policy %s, batch %d, sensitivity passes on %d sample(s) at 4 bits\n", o.model,
-           actc_trainer_get_opts(t)->policy, samples,
-           o.co.estimate_samples && o.co.estimate_samples < samples ? o.co.estimate_samples : samples);
-    report_tensors(stdout, ctrl);
-    if (log) {
-        fprintf(log, "{\"event\":\"inspect\",\"model\":\"%s\",\"policy\":\"%s\",\"tensors\":", o.model,
-                actc_trainer_get_opts(t)->policy);
-        report_tensors_json(log, ctrl);
-        fprintf(log, "}\n");
-    }
-    rc = 0;
-out:
+    rc = compact ? inspect_compact(&o, log) : inspect_gact(&o, log);
     if (log) fclose(log);
-    actc_source_free(src);
-    if (have_corpus) actc_text_free(&corpus);
-    if (have_train) actc_image_dataset_free(&train);
-    actc_trainer_free(t);
-    actc_model_free(m);
     return rc;
 }
 

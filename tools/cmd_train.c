@@ -14,7 +14,7 @@
 #include <string.h>
 
 typedef struct {
-    const char *model, *compress, *optim, *schedule, *log_path, *save_path, *resume_path, *progress;
+    const char *model, *compress, *optim, *schedule, *log_path, *save_path, *resume_path, *init_path, *progress;
     const char *data_spec, *attention;
     int epochs, batch, threads, augment, nesterov, width, log_every, eval_batch, accum, deterministic;
     int layers, heads, context, vocab, seq, epoch_steps;
@@ -25,7 +25,7 @@ typedef struct {
     actc_controller_opts ctl;
     data_opts data;
     /* strings taken from a checkpoint live here */
-    char model_buf[32], compress_buf[64], optim_buf[16], schedule_buf[64], note_buf[ACTC_CKPT_NOTE_MAX];
+    char model_buf[32], compress_buf[ACTC_POLICY_MAX], optim_buf[16], schedule_buf[64], note_buf[ACTC_CKPT_NOTE_MAX];
 } train_opts;
 
 static const char USAGE[] = "actc train [--model NAME] [--compress SPEC] [--data SPEC] [--epochs N] [--batch N] ...";
@@ -83,6 +83,7 @@ static void build_flags(flag_def *f, void *opts)
         {"--log-every", F_INT, &o->log_every, "N", "log a step record every N steps (50)", 0},
         {"--save", F_STR, &o->save_path, "FILE", "write a checkpoint after every epoch and at the end", 0},
         {"--resume", F_STR, &o->resume_path, "FILE", "continue the run saved in FILE", 0},
+        {"--init", F_STR, &o->init_path, "FILE", "start from the weights saved in FILE (fine-tuning: its model, a fresh optimizer, schedule and data order)", 0},
         {"--max-steps", F_U64, &o->max_steps, "N", "stop after N steps in total (0 = no limit)", 0},
         {"--eval-batch", F_INT, &o->eval_batch, "N", "batch size for evaluation (256; language models: --batch)", 0},
         {"--progress", F_STR, &o->progress, "MODE", "auto | on | off (auto: a bar on a terminal)", 0},
@@ -207,6 +208,33 @@ static void apply_checkpoint(train_opts *o, const actc_ckpt_info *info)
     o->schedule = o->schedule_buf;
     o->ctl = t->controller;
     o->alert = (float)t->controller.alert_fraction;
+}
+
+/* --init: the model of the checkpoint (its weights are loaded by setup),
+ * nothing else of its run.  0, or prints why and returns 1. */
+static int init_model(train_opts *o, flag_def *flags, actc_ckpt_info *info)
+{
+    if (o->resume_path) {
+        fprintf(stderr, "error: --init and --resume exclude each other (--resume continues a run, --init starts one "
+                        "from its weights)\n");
+        return 1;
+    }
+    if (actc_checkpoint_info(o->init_path, info) != ACTC_OK) return fail("--init");
+    if (flag_was_set(flags, "--model") && strcmp(o->model, info->model)) {
+        fprintf(stderr, "error: --init %s holds model %s, but --model %s was given\n", o->init_path, info->model,
+                o->model);
+        return 1;
+    }
+    static const char *const shape[] = {"--width", "--layers", "--heads", "--context", "--vocab"};
+    for (size_t i = 0; i < sizeof shape / sizeof *shape; i++)
+        if (flag_was_set(flags, shape[i])) {
+            fprintf(stderr, "error: %s: a run started with --init keeps the model of its checkpoint (%s)\n", shape[i],
+                    o->init_path);
+            return 1;
+        }
+    snprintf(o->model_buf, sizeof o->model_buf, "%s", info->model);
+    o->model = o->model_buf;
+    return 0;
 }
 
 /* Defaults, then the checkpoint's recipe, then the command line (parsed
@@ -390,13 +418,15 @@ static int setup(run_state *r, train_opts *o, int lm)
     mo.width = o->width;
     mo.dropout = o->dropout;
     mo.seed = o->seed;
-    if (o->resume_path) {
-        if (actc_checkpoint_model(o->resume_path, &r->model) != ACTC_OK) return fail("--resume");
+    if (o->resume_path || o->init_path) {
+        const char *path = o->resume_path ? o->resume_path : o->init_path;
+        const char *flag = o->resume_path ? "--resume" : "--init";
+        if (actc_checkpoint_model(path, &r->model) != ACTC_OK) return fail(flag);
         const actc_model_opts *c = actc_model_get_opts(r->model);
         if (!lm && (c->in_channels != mo.in_channels || c->in_h != mo.in_h || c->in_w != mo.in_w ||
                     c->num_classes < mo.num_classes)) {
-            fprintf(stderr, "error: --resume %s: its model takes %dx%dx%d images in %d classes; the data has %dx%dx%d "
-                            "images in %d\n", o->resume_path, c->in_channels, c->in_h, c->in_w, c->num_classes,
+            fprintf(stderr, "error: %s %s: its model takes %dx%dx%d images in %d classes; the data has %dx%dx%d "
+                            "images in %d\n", flag, path, c->in_channels, c->in_h, c->in_w, c->num_classes,
                     mo.in_channels, mo.in_h, mo.in_w, mo.num_classes);
             return 1;
         }
@@ -526,6 +556,7 @@ static int cmd_train(int argc, char **argv)
     actc_ckpt_info info;
     memset(&info, 0, sizeof info);
     if (o.resume_path && (rc = resume_recipe(&o, flags, argc, argv, &info))) return rc;
+    if (o.init_path && (rc = init_model(&o, flags, &info))) return rc;
     /* Language models train on text with AdamW, 16 windows a step, unless
      * told otherwise (a resumed run has its recipe already). */
     const int lm = actc_model_name_takes_tokens(o.model);

@@ -123,7 +123,7 @@ typedef struct {
     welford acc;
     double *comp, *samp;   /* per-parameter results                          */
     double batch_loss;     /* loss of the fixed minibatch                   */
-    char policy[64];       /* canonical spec of the measured policy         */
+    char policy[ACTC_POLICY_MAX]; /* canonical spec of the measured policy         */
 } var_run;
 
 static void run_free(var_run *r)

@@ -8,6 +8,9 @@
 
 typedef struct {
     uint64_t tensor_id;
+    uint64_t ref_id;         /* the tensor whose fp32 size the entry stands
+                                for: tensor_id, or for a transform (z = x P)
+                                the original x                              */
     uint64_t stable_key;     /* the save's key (policy_iface.h)             */
     actc_save_kind kind;
     const actc_codec *codec;

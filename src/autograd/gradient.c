@@ -123,6 +123,8 @@ actc_status actc_grad_add_lowrank(actc_ctx *ctx, actc_tensor *t, const actc_tens
     if (!t->requires_grad) return ACTC_OK;
     if (!t->is_param)
         return actc_set_error(ACTC_ERR_INVALID, "actc_grad_add_lowrank: '%s' is not a parameter", pname(t));
+    actc_status cs = actc__projection_check("actc_grad_add_lowrank", proj);
+    if (cs != ACTC_OK) return cs;
     const int last = t->ndim - 1;
     int ok = t->ndim >= 1 && proj->rank >= 1 && factor->ndim == t->ndim && t->shape[last] == proj->n && factor->shape[last] == proj->rank;
     for (int i = 0; ok && i < last; i++) ok = factor->shape[i] == t->shape[i];
@@ -142,7 +144,7 @@ actc_status actc_grad_add_lowrank(actc_ctx *ctx, actc_tensor *t, const actc_tens
         g->proj = *proj;
         return ACTC_OK;
     }
-    if (memcmp(&g->proj, proj, sizeof *proj))
+    if (!actc__projection_same(&g->proj, proj))
         return actc_set_error(ACTC_ERR_INVALID, "low-rank gradient of '%s': a second projection (key %llx, rank %d) "
                               "where the gradient holds key %llx, rank %d",
                               pname(t), (unsigned long long)proj->key, proj->rank, (unsigned long long)g->proj.key,

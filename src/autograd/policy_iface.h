@@ -29,11 +29,15 @@ typedef struct {
     const actc_tensor *t;    /* the tensor being saved (data readable)        */
     uint64_t step;           /* training step                                 */
     const actc_node *node;   /* the saving node (its inputs' shapes, attrs)   */
+    int kept;                /* transform plans: another save still pending
+                                holds this tensor, so storing a transform of
+                                it saves no memory (0 for codec choices)       */
+    uint64_t seed;           /* the context's seed (for a policy's own streams) */
 } actc_save_desc;
 
 typedef struct actc_policy actc_policy;
 struct actc_policy {
-    char spec[64];           /* canonical spec, e.g. "bf16"                   */
+    char spec[ACTC_POLICY_MAX];      /* canonical spec, e.g. "bf16"             */
     /* Choose the codec for an ACT save.  args->key is preset to a stream
      * derived from (seed, step, stable_key); a policy may replace it. */
     actc_status (*choose)(actc_policy *p, const actc_save_desc *d, const actc_codec **codec,
@@ -46,8 +50,9 @@ struct actc_policy {
      * ||grad H^(l)_n||^2 of ActNN's sensitivity (its "moving average of the
      * gradient magnitude across samples" is kept by the policy). */
     void (*observe_grad)(actc_policy *p, const uint64_t *keys, int n_keys, double grad_sq_per_sample);
-    /* Called after each backward pass (per-layer re-allocation etc.); may be NULL. */
-    void (*after_backward)(actc_policy *p, actc_ctx *ctx);
+    /* Called after each backward pass (per-layer re-allocation etc.); may be
+     * NULL.  An error fails the backward pass (actc_backward returns it). */
+    actc_status (*after_backward)(actc_policy *p, actc_ctx *ctx);
     void (*destroy)(actc_policy *p);
     /* What a checkpoint keeps of the policy's learnt state (both NULL for a
      * stateless policy).  save_state appends it to w (w->failed on OOM);

@@ -82,7 +82,7 @@ static void entry_free(actc_ctx *ctx, actc_store_entry *e)
          * tensor, if any, so the reference does not drop early. */
         for (int i = 0; i < ctx->n_entries; i++) {
             actc_store_entry *o = &ctx->entries[i];
-            if (o != e && o->pending > 0 && o->tensor_id == e->tensor_id) {
+            if (o != e && o->pending > 0 && o->ref_id == e->ref_id) {
                 o->fp32_bytes = e->fp32_bytes;
                 ctx->cur_fp32_by_kind[e->kind] -= e->fp32_bytes;
                 ctx->cur_fp32_by_kind[o->kind] += e->fp32_bytes;
@@ -125,8 +125,27 @@ actc_status actc_save(actc_ctx *ctx, actc_node *node, const actc_tensor *t, actc
     return actc_save_as(ctx, node, t, kind, NULL);
 }
 
+static actc_status save_entry(actc_ctx *ctx, actc_node *node, const actc_tensor *t, actc_save_kind kind,
+                              const actc_save_role *role, const actc_tensor *ref);
+
 actc_status actc_save_as(actc_ctx *ctx, actc_node *node, const actc_tensor *t, actc_save_kind kind,
                          const actc_save_role *role)
+{
+    return save_entry(ctx, node, t, kind, role, t);
+}
+
+actc_status actc_save_transform(actc_ctx *ctx, actc_node *node, const actc_tensor *z, const actc_save_role *role,
+                                const actc_tensor *of)
+{
+    if (!of || !of->data)
+        return actc_set_error(ACTC_ERR_INVALID, "actc_save_transform: the original tensor is NULL or has no data");
+    return save_entry(ctx, node, z, ACTC_SAVE_ACT, role, of);
+}
+
+/* Save t; its share of the fp32 reference is ref's (t itself, or the
+ * tensor t is a transform of), counted once per ref. */
+static actc_status save_entry(actc_ctx *ctx, actc_node *node, const actc_tensor *t, actc_save_kind kind,
+                              const actc_save_role *role, const actc_tensor *ref)
 {
     static const actc_save_role undeclared = {.role = ACTC_ROLE_UNKNOWN};
     if (!role) role = &undeclared;
@@ -164,7 +183,7 @@ actc_status actc_save_as(actc_ctx *ctx, actc_node *node, const actc_tensor *t, a
     args.ndim = t->ndim;
     memcpy(args.shape, t->shape, sizeof args.shape);
     actc_save_desc d = {node->op, node->scope_, k, node->index_, stable_key(ctx, node, k, 1), kind, role, t,
-                        ctx->step, node};
+                        ctx->step, node, 0, ctx->seed};
     args.key = actc_rng_key(ctx->seed ^ 0x53544F5245ULL, actc__stream_step(ctx), d.stable_key);
     const actc_codec *codec = NULL;
     switch (kind) {
@@ -199,6 +218,7 @@ actc_status actc_save_as(actc_ctx *ctx, actc_node *node, const actc_tensor *t, a
     }
     codec->encode(&args, t->data, t->numel, e->blob);
     e->tensor_id = t->id;
+    e->ref_id = ref->id;
     e->stable_key = d.stable_key;
     e->kind = kind;
     e->codec = codec;
@@ -215,9 +235,9 @@ actc_status actc_save_as(actc_ctx *ctx, actc_node *node, const actc_tensor *t, a
     actc_store_entry *holder = NULL;
     for (int i = 0; i < ctx->n_entries; i++) {
         actc_store_entry *o = &ctx->entries[i];
-        if (o->pending > 0 && o->tensor_id == t->id && o->fp32_bytes) holder = o;
+        if (o->pending > 0 && o->ref_id == ref->id && o->fp32_bytes) holder = o;
     }
-    e->fp32_bytes = holder ? 0 : t->numel * sizeof(float);
+    e->fp32_bytes = holder ? 0 : ref->numel * sizeof(float);
     if (holder && kind == ACTC_SAVE_ACT) {
         ctx->cur_fp32_by_kind[holder->kind] -= holder->fp32_bytes;
         e->fp32_bytes = holder->fp32_bytes;
@@ -234,6 +254,14 @@ actc_status actc_save_as(actc_ctx *ctx, actc_node *node, const actc_tensor *t, a
     return ACTC_OK;
 }
 
+/* 1 if a save still pending holds tensor t. */
+static int held_elsewhere(const actc_ctx *ctx, const actc_tensor *t)
+{
+    for (int i = 0; i < ctx->n_entries; i++)
+        if (ctx->entries[i].pending > 0 && ctx->entries[i].tensor_id == t->id) return 1;
+    return 0;
+}
+
 actc_status actc_plan_transform(actc_ctx *ctx, actc_node *node, const actc_tensor *t, const actc_save_role *role,
                                 actc_transform *out)
 {
@@ -244,16 +272,19 @@ actc_status actc_plan_transform(actc_ctx *ctx, actc_node *node, const actc_tenso
     if (!role->transforms || !ctx->policy || !ctx->policy->transform) return ACTC_OK;
     const int k = node->n_slots_;
     actc_save_desc d = {node->op, node->scope_, k, node->index_, stable_key(ctx, node, k, 0), ACTC_SAVE_ACT, role,
-                        t, ctx->step, node};
+                        t, ctx->step, node, held_elsewhere(ctx, t), ctx->seed};
     actc_status s = ctx->policy->transform(ctx->policy, &d, out);
     if (s != ACTC_OK) return s;
     if (out->kind & ~role->transforms)
         return actc_set_error(ACTC_ERR_INVALID, "policy %s planned transform %u for a save of %s, which offers %u",
                               ctx->policy->spec, out->kind, node->op, role->transforms);
     const int width = t->ndim > 0 ? t->shape[t->ndim - 1] : 1;
-    if (out->kind == ACTC_XFORM_PROJECT && (out->proj.n != width || out->proj.rank < 1))
-        return actc_set_error(ACTC_ERR_INVALID, "policy %s planned a projection %d -> %d for a save of %s of width %d",
-                              ctx->policy->spec, out->proj.n, out->proj.rank, node->op, width);
+    if (out->kind == ACTC_XFORM_PROJECT) {
+        if (out->proj.n != width || out->proj.rank < 1)
+            return actc_set_error(ACTC_ERR_INVALID, "policy %s planned a projection %d -> %d for a save of %s of width %d",
+                                  ctx->policy->spec, out->proj.n, out->proj.rank, node->op, width);
+        return actc__projection_check(ctx->policy->spec, &out->proj);
+    }
     return ACTC_OK;
 }
 

@@ -265,7 +265,7 @@ actc_status actc_backward_scaled(actc_ctx *ctx, actc_tensor *loss, float scale)
     s = actc__backward_nodes(ctx, 0);
     if (s != ACTC_OK) goto done;
     if (ctx->policy && ctx->policy->after_backward && !ctx->policy->frozen)
-        ctx->policy->after_backward(ctx->policy, ctx);
+        s = ctx->policy->after_backward(ctx->policy, ctx);
 done:
     actc_ctx_reset(ctx);
     if (s == ACTC_OK) actc_ctx_set_step(ctx, ctx->step + 1);

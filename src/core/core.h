@@ -40,6 +40,11 @@ struct actc_grad_state {
 /* Write the projection's P (row-major n x rank) into P: what
  * actc_project builds for each call, for callers that hold the buffer. */
 void actc__projection_fill(const actc_projection *p, float *P);
+/* ACTC_OK if p describes a projection (sizes, kind, density, scale), else
+ * ACTC_ERR_INVALID with a message starting with `what`. */
+actc_status actc__projection_check(const char *what, const actc_projection *p);
+/* 1 if a and b are the same projection (every field but age). */
+int actc__projection_same(const actc_projection *a, const actc_projection *b);
 /* sum (a[i] - b[i])^2 in double, a or b NULL meaning zeros; in an order
  * that does not depend on the thread count. */
 double actc__sum_sq_diff(const float *a, const float *b, size_t n);

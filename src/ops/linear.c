@@ -1,8 +1,14 @@
 /* Fully connected layer: y[M,out] = x[M,in] W[out,in]^T + b, with every
  * leading dim of x flattened into M.  All three products are single sgemm
- * calls (OpenBLAS threads them); only the bias sums are our own loops. */
+ * calls (OpenBLAS threads them); only the bias sums are our own loops.
+ *
+ * When W is a parameter, the input's save offers a projection transform:
+ * if the policy plans one (CompAct), the layer saves z = x P (rows x rank)
+ * in x's place and backward adds the weight gradient as the low-rank factor
+ * dy^T z (out x rank) standing for dy^T x P P^T; y, dx and db stay exact. */
 #include "ops.h"
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { IA_M = 0, IA_XSLOT, IA_WSLOT };
@@ -12,17 +18,63 @@ enum { IA_M = 0, IA_XSLOT, IA_WSLOT };
 #define LIN_DB_BLOCK 16
 #define LIN_PAR_MIN ((size_t)1 << 15)
 
+/* W's gradient in the subspace: F[out,rank] = dy^T z from the saved
+ * z = x P, added as W's low-rank gradient (F P^T). */
+static actc_status lowrank_grad(actc_ctx *ctx, actc_node *node, actc_tensor *wt, const actc_projection *proj,
+                                const float *dy, int M, int out)
+{
+    actc_tensor *zs = actc_load(ctx, node, node->iattr[IA_XSLOT]);
+    if (!zs) return actc_last_status();
+    const int fshape[2] = {out, proj->rank};
+    actc_tensor *f = actc_tensor_new(ACTC_MEM_SCRATCH, 2, fshape);
+    if (!f) {
+        actc_tensor_release(zs);
+        return actc_last_status();
+    }
+    actc__sgemm(1, 0, out, proj->rank, M, 1.0f, dy, out, zs->data, proj->rank, 0.0f, f->data, proj->rank);
+    actc_tensor_release(zs);
+    actc_status st = actc_grad_add_lowrank(ctx, wt, f, proj);
+    actc_tensor_release(f);
+    return st;
+}
+
+/* Save z = x P in place of x (slot 0), and keep the projection for
+ * backward. */
+static actc_status save_projected(actc_ctx *ctx, actc_node *node, const actc_tensor *x, const actc_transform *xf,
+                                  int M)
+{
+    actc_projection *p = malloc(sizeof *p);
+    if (!p) return actc_set_error(ACTC_ERR_OOM, "out of memory for a linear layer's projection");
+    *p = xf->proj;
+    node->user = p;
+    node->user_free = free;
+    int zshape[ACTC_MAX_DIMS];
+    memcpy(zshape, x->shape, sizeof zshape);
+    zshape[x->ndim - 1] = p->rank;
+    actc_tensor *z = actc_tensor_new(ACTC_MEM_SCRATCH, x->ndim, zshape);
+    if (!z) return actc_last_status();
+    actc_status st = actc_project(p, x->data, M, z->data);
+    actc_save_role zr = actc__role(ACTC_ROLE_PROJECTED, 1); /* F = dy^T z */
+    zr.fan_in = p->rank;
+    if (st == ACTC_OK) st = actc_save_transform(ctx, node, z, &zr, x);
+    actc_tensor_release(z);
+    node->iattr[IA_XSLOT] = 0;
+    node->iattr[IA_WSLOT] = -1; /* W is a parameter: read in place */
+    return st;
+}
+
 static actc_status linear_backward(actc_ctx *ctx, actc_node *node)
 {
     actc_tensor *xt = node->inputs[0], *wt = node->inputs[1];
     actc_tensor *bt = node->n_inputs > 2 ? node->inputs[2] : NULL;
     const int M = node->iattr[IA_M], out = wt->shape[0], in = wt->shape[1];
     const float *dy = node->output->grad->data;
-    float *dx, *dw, *db;
+    const actc_projection *proj = node->user; /* the saved input is x P */
+    float *dx, *dw = NULL, *db;
     actc_status st;
     /* dx is allocated after dW is done: the decoded input and dx are never
      * alive together. */
-    if ((st = actc_grad_buffer(ctx, wt, &dw)) != ACTC_OK) return st;
+    if (!proj && (st = actc_grad_buffer(ctx, wt, &dw)) != ACTC_OK) return st;
     if ((st = actc_grad_buffer(ctx, bt, &db)) != ACTC_OK) return st;
     if (M == 0) return ACTC_OK;
 
@@ -39,7 +91,9 @@ static actc_status linear_backward(actc_ctx *ctx, actc_node *node)
             for (int o = o0; o < o1; o++) db[o] += acc[o - o0];
         }
     }
-    if (dw) {
+    if (proj) {
+        if ((st = lowrank_grad(ctx, node, wt, proj, dy, M, out)) != ACTC_OK) return st;
+    } else if (dw) {
         /* x was saved because W needs a gradient (see actc_linear). */
         if (node->iattr[IA_XSLOT] < 0)
             return actc_set_error(ACTC_ERR_STATE, "linear backward: input was not saved");
@@ -106,11 +160,18 @@ actc_tensor *actc_linear(actc_ctx *ctx, actc_tensor *x, actc_tensor *w, actc_ten
     if (!actc__op_record(ctx, "linear", linear_backward, y, b ? 3 : 2, inp, &node)) return NULL;
     if (node) {
         node->iattr[IA_M] = M;
-        /* dW = x^T dy is linear in the saved input. */
+        /* dW = x^T dy is linear in the saved input.  Only a parameter can
+         * hold a low-rank gradient, so only then is a projection offered. */
         actc_save_role xr = actc__role(ACTC_ROLE_LINEAR_IN, 1);
         xr.fan_in = in;
-        if (actc__save_product_inputs(ctx, node, x, w, &xr, &node->iattr[IA_XSLOT], &node->iattr[IA_WSLOT]) !=
-            ACTC_OK) {
+        xr.transforms = w->is_param && w->requires_grad ? ACTC_XFORM_PROJECT : ACTC_XFORM_NONE;
+        actc_transform xf = {ACTC_XFORM_NONE, {0}};
+        actc_status st = xr.transforms ? actc_plan_transform(ctx, node, x, &xr, &xf) : ACTC_OK;
+        if (st == ACTC_OK)
+            st = xf.kind == ACTC_XFORM_PROJECT
+                     ? save_projected(ctx, node, x, &xf, M)
+                     : actc__save_product_inputs(ctx, node, x, w, &xr, &node->iattr[IA_XSLOT], &node->iattr[IA_WSLOT]);
+        if (st != ACTC_OK) {
             actc_tensor_release(y);
             return NULL;
         }

@@ -70,8 +70,14 @@ static actc_status ensure_state(actc_optim *o, int i)
 {
     for (int k = 0; k < o->nslots; k++) {
         actc_tensor **slot = &o->state[(size_t)i * o->nslots + k];
-        if (*slot) continue;
         const actc_tensor *p = o->params[i], *like = state_shape(o, i);
+        /* Before the first step the state is zeros whatever its shape (made
+         * early by actc_optim_state, say): it takes the gradient's. */
+        if (*slot && o->steps == 0 && actc__grad_present(p) && !actc_same_shape(*slot, like)) {
+            actc_tensor_release(*slot);
+            *slot = NULL;
+        }
+        if (*slot) continue;
         actc_tensor *t = actc_tensor_zeros(ACTC_MEM_OPTIM, like->ndim, like->shape);
         if (!t) return actc_last_status();
         snprintf(t->name, sizeof t->name, "%.36s.%s%d", p->name[0] ? p->name : "param",
@@ -104,6 +110,43 @@ int actc_optim_state(actc_optim *o, actc_tensor ***out)
     if (actc_optim_init_state(o) != ACTC_OK) return -1;
     if (out) *out = o->state;
     return o->n * o->nslots;
+}
+
+actc_status actc__optim_state_like(const actc_optim *o, int k, int ndim, const int *shape, actc_tensor **out)
+{
+    *out = NULL;
+    if (!o || k < 0 || k >= o->n * o->nslots || ndim < 1 || ndim > ACTC_MAX_DIMS)
+        return actc_set_error(ACTC_ERR_INVALID, "optimizer state %d: no such state or a bad shape", k);
+    const actc_tensor *p = o->params[k / o->nslots];
+    int ok = o->steps == 0 && ndim == p->ndim && shape[ndim - 1] >= 1 && shape[ndim - 1] <= p->shape[ndim - 1];
+    for (int d = 0; ok && d < ndim - 1; d++) ok = shape[d] == p->shape[d];
+    if (!ok) {
+        char a[64];
+        return actc_set_error(ACTC_ERR_INVALID, "%s state of %s cannot take that shape (the parameter is %s%s)",
+                              o->vt->name, p->name[0] ? p->name : "a parameter", actc_shape_str(p, a, sizeof a),
+                              o->steps ? ", and the optimizer has stepped" : "");
+    }
+    actc_tensor *t = actc_tensor_zeros(ACTC_MEM_OPTIM, ndim, shape);
+    if (!t) return actc_last_status();
+    if (o->state[k]) memcpy(t->name, o->state[k]->name, sizeof t->name);
+    *out = t;
+    return ACTC_OK;
+}
+
+void actc__optim_state_install(actc_optim *o, int k, actc_tensor *t)
+{
+    actc_tensor_release(o->state[k]);
+    o->state[k] = t;
+}
+
+void actc__optim_state_bytes(const actc_optim *o, size_t *held, size_t *dense)
+{
+    *held = *dense = 0;
+    for (int k = 0; o && k < o->n * o->nslots; k++) {
+        if (!o->state[k]) continue;
+        *held += o->state[k]->numel * sizeof(float);
+        *dense += o->params[k / o->nslots]->numel * sizeof(float);
+    }
 }
 
 uint64_t actc_optim_steps(const actc_optim *o) { return o ? o->steps : 0; }
@@ -148,9 +191,10 @@ static actc_status check_param(const actc_optim *o, int i, size_t *need)
                                   actc_shape_str(p, b, sizeof b));
     }
     /* State made for another form of gradient (a subspace's moments, then
-     * a dense gradient) does not fit this one. */
+     * a dense gradient) does not fit this one once it has stepped (before,
+     * it is zeros and ensure_state remakes it). */
     const actc_tensor *like = state_shape(o, i);
-    for (int k = 0; actc__grad_present(p) && k < o->nslots; k++) {
+    for (int k = 0; o->steps && actc__grad_present(p) && k < o->nslots; k++) {
         const actc_tensor *st = o->state[(size_t)i * o->nslots + k];
         if (st && !actc_same_shape(st, like))
             return actc_set_error(ACTC_ERR_STATE, "%s: state of %s is %s but its %s gradient needs %s", o->vt->name,
@@ -163,22 +207,31 @@ static actc_status check_param(const actc_optim *o, int i, size_t *need)
 
 /* A low-rank gradient F (rows x rank) standing for F P^T: the optimizer's
  * direction d is computed in the subspace, from F and the subspace state,
- * and the parameter steps back into its own space, p -= lr d P^T, after a
- * decoupled decay (p *= 1 - lr wd, for SGD too: a coupled decay has no
- * subspace image). */
+ * and the parameter steps back into its own space, p -= lr scale d P^T
+ * (scale: the projection's, CompAct's alpha), after a decoupled decay
+ * (p *= 1 - lr wd, for SGD too, whose dense step couples it: adding wd p P
+ * to F would cost one more product of the weight per step).
+ * When the projection asks for it, the state starts afresh with each new
+ * projection (age 0) and the bias correction counts from there. */
 static void step_lowrank(const actc_optim *o, actc_tensor *p, actc_tensor **st, float lr, uint64_t step,
                          float *scratch)
 {
     actc_projection pr;
     const actc_tensor *f = actc__grad_factor(p, &pr);
     float *d = scratch, *P = scratch + f->numel;
+    if (pr.reset_state) {
+        if (pr.age == 0)
+            for (int k = 0; k < o->nslots; k++) memset(st[k]->data, 0, st[k]->numel * sizeof(float));
+        if ((uint64_t)pr.age + 1 < step) step = (uint64_t)pr.age + 1;
+    }
     o->vt->direction(o, f->data, st, d, f->numel, step);
     const float decay = (float)(1.0 - (double)lr * (double)o->weight_decay);
     if (decay != 1.0f)
         for (size_t j = 0; j < p->numel; j++) p->data[j] *= decay;
     actc__projection_fill(&pr, P);
-    actc__sgemm(0, 1, (int)(f->numel / (size_t)pr.rank), pr.n, pr.rank, -lr, d, pr.rank, P, pr.rank, 1.0f, p->data,
-                pr.n);
+    const float alpha = pr.scale > 0.0f ? pr.scale : 1.0f;
+    actc__sgemm(0, 1, (int)(f->numel / (size_t)pr.rank), pr.n, pr.rank, -lr * alpha, d, pr.rank, P, pr.rank, 1.0f,
+                p->data, pr.n);
 }
 
 actc_status actc_optim_step(actc_optim *o, float lr)

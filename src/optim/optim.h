@@ -42,6 +42,21 @@ struct actc_optim {
  * an error set on failure. */
 actc_optim *actc__optim_new(const actc_optim_vt *vt, actc_tensor **params, int n, int nslots);
 
+/* A checkpoint holding a low-rank gradient's state (whose shape the
+ * optimizer only learns from the gradient) loads into a fresh optimizer in
+ * two steps, so that a load refused later changes nothing: state_like
+ * checks that state tensor k (param-major, slot-minor) of an optimizer that
+ * has not stepped may take shape[ndim] (the parameter's, or a subspace of
+ * it: its last axis a rank from 1 to the parameter's) and returns new zeros
+ * of that shape (ACTC_ERR_INVALID otherwise); state_install puts such a
+ * tensor in slot k (taking the reference; the old one is released). */
+actc_status actc__optim_state_like(const actc_optim *o, int k, int ndim, const int *shape, actc_tensor **out);
+void actc__optim_state_install(actc_optim *o, int k, actc_tensor *t);
+
+/* Bytes of the state tensors made so far (*held), and what they would be
+ * at their parameters' shapes (*dense): a subspace's state is smaller. */
+void actc__optim_state_bytes(const actc_optim *o, size_t *held, size_t *dense);
+
 /* Elementwise loops are parallel above this many elements.  An update is
  * memory-bound at ~12-20 bytes per element; below 64k elements (~1 MB, tens
  * of microseconds) an OpenMP fork, especially on busy cores, costs more than

@@ -98,26 +98,55 @@ static actc_status pass(actc_controller *c, actc_fwdbwd_fn fn, void *user, uint6
     return s;
 }
 
-/* sum over parameters of (grad - ref)^2, or copy the gradients into ref
- * when copy is set (missing gradients count as zeros). */
-static double grad_diff(const actc_controller *c, float *ref, int copy)
+/* Parameter p's gradient as dense values: its own buffer when dense, else
+ * decoded (low-rank F P^T, or an encoded sum) into scratch (p->numel
+ * floats); NULL when it has none. */
+static const float *grad_values(const actc_tensor *p, float *scratch, actc_status *s)
 {
-    double d = 0;
+    if (!actc__grad_present(p)) return NULL;
+    if (actc__grad_form(p) == ACTC_GRAD_DENSE) return p->grad->data;
+    *s = actc_grad_to_dense(p, scratch);
+    return *s == ACTC_OK ? scratch : NULL;
+}
+
+/* A scratch buffer for the largest parameter whose gradient is not dense
+ * (NULL with ACTC_OK when every one is). */
+static actc_status form_scratch(const actc_controller *c, float **out)
+{
+    size_t n = 0;
+    *out = NULL;
+    for (int i = 0; i < c->n_params; i++)
+        if (actc__grad_form(c->params[i]) != ACTC_GRAD_DENSE && c->params[i]->numel > n) n = c->params[i]->numel;
+    if (n && !(*out = actc_mem_alloc(ACTC_MEM_SCRATCH, n * sizeof **out))) return actc_last_status();
+    return ACTC_OK;
+}
+
+/* *d = sum over parameters of (grad - ref)^2 (then, with mean set, ref
+ * moves towards the gradients as a running mean), or copy the gradients
+ * into ref when copy is set; missing gradients count as zeros. */
+static actc_status grad_diff(const actc_controller *c, float *ref, int copy, int mean, double *d)
+{
+    float *scratch;
+    actc_status s = form_scratch(c, &scratch);
+    if (d) *d = 0;
     size_t off = 0;
-    for (int i = 0; i < c->n_params; i++) {
+    for (int i = 0; s == ACTC_OK && i < c->n_params; i++) {
         const actc_tensor *p = c->params[i];
-        const float *g = p->grad ? p->grad->data : NULL;
+        const float *g = grad_values(p, scratch, &s);
         float *r = ref + off;
         const size_t n = p->numel;
         if (copy) {
             if (g) memcpy(r, g, n * sizeof *r);
             else memset(r, 0, n * sizeof *r);
         } else {
-            d += actc__sum_sq_diff(g, r, n);
+            *d += actc__sum_sq_diff(g, r, n);
+            if (mean)
+                for (size_t j = 0; j < n; j++) r[j] = (float)(VAR_EMA * r[j] + (1 - VAR_EMA) * (g ? g[j] : 0.0f));
         }
         off += n;
     }
-    return d;
+    actc_mem_free(scratch);
+    return s;
 }
 
 static actc_status estimate(actc_controller *c, actc_fwdbwd_fn fn, void *user)
@@ -132,8 +161,8 @@ static actc_status estimate(actc_controller *c, actc_fwdbwd_fn fn, void *user)
     actc__gact_estimate_mode(p, 1, 0, 0);
     int n = 0, L = 0;
     actc_status s = pass(c, fn, user, step, c->o.estimate_samples, &n);
+    if (s == ACTC_OK) s = grad_diff(c, g0, 1, 0, NULL);
     if (s == ACTC_OK) {
-        grad_diff(c, g0, 1);
         L = actc__gact_live_keys(p, NULL, 0);
         keys = malloc((size_t)(L ? L : 1) * sizeof *keys);
         cl = malloc((size_t)(L ? L : 1) * sizeof *cl);
@@ -144,7 +173,8 @@ static actc_status estimate(actc_controller *c, actc_fwdbwd_fn fn, void *user)
             actc__gact_estimate_mode(p, 1, keys[l], 0x9E3779B97F4A7C15ULL + (uint64_t)l);
             int nl = 0;
             s = pass(c, fn, user, step, c->o.estimate_samples, &nl);
-            if (s == ACTC_OK) cl[l] = 0.5 * grad_diff(c, g0, 0) / S;
+            double d = 0;
+            if (s == ACTC_OK && (s = grad_diff(c, g0, 0, 0, &d)) == ACTC_OK) cl[l] = 0.5 * d / S;
         }
     }
     actc__gact_estimate_mode(p, 0, 0, 0);
@@ -164,40 +194,27 @@ static actc_status estimate(actc_controller *c, actc_fwdbwd_fn fn, void *user)
     return ACTC_OK;
 }
 
-/* The measurements difference dense gradients: refuse, before any pass,
- * parameters whose gradient is held in another form. */
-static actc_status check_dense(const actc_controller *c)
-{
-    for (int i = 0; i < c->n_params; i++)
-        if (actc__grad_encoded(c->params[i]) || actc__grad_form(c->params[i]) != ACTC_GRAD_DENSE)
-            return actc_set_error(ACTC_ERR_INVALID, "the GACT controller measures dense gradients; parameter %s holds "
-                                  "its gradient low-rank or encoded", c->params[i]->name);
-    return ACTC_OK;
-}
-
 /* Running moments of the full-batch gradient, then the alert once due. */
 static actc_status track_variance(actc_controller *c, int n_batch)
 {
-    actc_status s = check_dense(c); /* a low-rank form appears in backward */
-    if (s != ACTC_OK) return s;
+    actc_status s;
     c->comp = c->est_n > 0 && n_batch > 0 ? c->comp_sub * c->est_n / n_batch : c->comp_sub;
     if (!c->mean) {
         c->mean = actc_mem_alloc(ACTC_MEM_OPTIM, (c->P ? c->P : 1) * sizeof *c->mean);
         if (!c->mean) return actc_last_status();
-        grad_diff(c, c->mean, 1);
-        c->seen = 1;
-        return ACTC_OK;
+        if ((s = grad_diff(c, c->mean, 1, 0, NULL)) == ACTC_OK) c->seen = 1;
+        return s;
     }
-    const double d = grad_diff(c, c->mean, 0);
+    double d = 0;
+    if ((s = grad_diff(c, c->mean, 0, 1, &d)) != ACTC_OK) {
+        /* A failure part-way (no memory to build a projection) leaves the
+         * mean half-moved: start it again rather than keep it. */
+        actc_mem_free(c->mean);
+        c->mean = NULL;
+        c->seen = 0;
+        return s;
+    }
     c->overall = c->overall < 0 ? d : VAR_EMA * c->overall + (1 - VAR_EMA) * d;
-    size_t off = 0;
-    for (int i = 0; i < c->n_params; i++) {
-        const actc_tensor *p = c->params[i];
-        const float *g = p->grad ? p->grad->data : NULL;
-        float *m = c->mean + off;
-        for (size_t j = 0; j < p->numel; j++) m[j] = (float)(VAR_EMA * m[j] + (1 - VAR_EMA) * (g ? g[j] : 0.0f));
-        off += p->numel;
-    }
     c->seen++;
     if (c->alert_due && c->seen > VAR_MIN_STEPS) {
         c->alert_due = 0;
@@ -226,7 +243,6 @@ actc_status actc_controller_iterate(actc_controller *c, actc_fwdbwd_fn fn, void 
         int n = 0;
         return pass(c, fn, user, step, 0, &n);
     }
-    if (kind && (s = check_dense(c)) != ACTC_OK) return s;
     if (kind && c->iter % c->o.adapt_interval == 0 && (s = estimate(c, fn, user)) != ACTC_OK) return s;
     int n = 0;
     if ((s = pass(c, fn, user, step, 0, &n)) != ACTC_OK) return s;

@@ -29,6 +29,30 @@ actc_status actc__policy_division(const char *spec, int block, int bits, int mod
 #define ACTC_DIVISION_BLOCK 8
 #define ACTC_DIVISION_BITS 2
 #define ACTC_DIVISION_TOKENS 1 /* default pooling of [B,T,D]: bench/RESULTS.md */
+/* CompAct (policy_compact.c): random projections of linear inputs. */
+typedef struct {
+    double fraction;  /* rank as a fraction of the layer's width (rank 0)  */
+    int rank;         /* absolute rank (> 0), else the fraction applies     */
+    uint32_t gap;     /* steps per seed epoch; 0: one projection for good   */
+    float scale;      /* alpha: the optimizer's step back                   */
+    int sparse;       /* sparse JL signs instead of Gaussian entries        */
+    float density;    /* sparse: fraction of non-zero entries               */
+    int shared_seed;  /* one P for every layer of the same width            */
+    int all_linear;   /* also inputs another save keeps (attention output)  */
+    int reset;        /* zero the subspace state with each new projection   */
+} actc_compact_opts;
+#define ACTC_COMPACT_FRACTION 0.25
+#define ACTC_COMPACT_GAP 50      /* the paper's T for 60M-350M (appendix B.1) */
+#define ACTC_COMPACT_SCALE 0.25f /* the paper's alpha (appendix B.1)          */
+#define ACTC_COMPACT_DENSITY (1.0f / 3.0f) /* Achlioptas' sparse signs       */
+#define ACTC_COMPACT_LAYERS "*.attn|*.mlp" /* the transformers' blocks       */
+#define ACTC_COMPACT_LAYERS_MAX 96  /* bytes of a layers= value, NUL included */
+/* A compact policy over the codec policy inner (it takes ownership, and
+ * frees inner on failure); layers: '|'-separated globs over scopes. */
+actc_status actc__policy_compact(const char *spec, const actc_compact_opts *o, const char *layers, actc_policy *inner,
+                                 actc_policy **out);
+/* The codec policy of a composed policy (compact's inner), else p. */
+actc_policy *actc__policy_codec_part(actc_policy *p);
 /* GACT (policy_gact.c): adaptive at an average of `budget` bits over the
  * ladder 32/8/4/2/1, or every ACT tensor at fixed_bits when non-zero;
  * segments: ask models to checkpoint their blocks; attention: the attention

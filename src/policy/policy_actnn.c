@@ -167,7 +167,7 @@ static void update_grad_averages(actnn_state *s)
 }
 
 /* Per-layer re-allocation over every (layer, sample) of the step just done. */
-static void actnn_after_backward(actc_policy *p, actc_ctx *ctx)
+static actc_status actnn_after_backward(actc_policy *p, actc_ctx *ctx)
 {
     (void)ctx;
     actnn_state *s = p->state;
@@ -182,7 +182,7 @@ static void actnn_after_backward(actc_policy *p, actc_ctx *ctx)
             n_seen++;
         }
     }
-    if (!items) return;
+    if (!items) return ACTC_OK;
     /* A layer no gradient reached yet weighs as an average one. */
     g_mean = n_seen ? g_mean / n_seen : 1.0;
     double *w = malloc((size_t)items * sizeof *w), *c = malloc((size_t)items * sizeof *c);
@@ -218,6 +218,7 @@ static void actnn_after_backward(actc_policy *p, actc_ctx *ctx)
     free(w);
     free(c);
     free(bits);
+    return ACTC_OK;
 }
 
 static void actnn_destroy(actc_policy *p)

@@ -31,6 +31,7 @@ static int division_applies(const actc_save_desc *d)
 {
     switch (d->role->role) {
     case ACTC_ROLE_LINEAR_IN:
+    case ACTC_ROLE_PROJECTED: /* a linear input's projection (compact+division) */
     case ACTC_ROLE_CONV_IN:
     case ACTC_ROLE_NORM_IN: return 1;
     case ACTC_ROLE_ATTN_OUT: return d->role->linear;

@@ -216,6 +216,7 @@ actc_status actc__policy_gact(const char *spec, double budget, int fixed_bits, i
 
 static gact_state *state_of(const actc_policy *p)
 {
+    p = actc__policy_codec_part((actc_policy *)p); /* compact+gact: the gact part */
     return p && p->choose == gact_choose ? p->state : NULL;
 }
 

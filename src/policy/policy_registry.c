@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
 #include <strings.h>
 
 static const char *const g_list =
@@ -41,6 +42,18 @@ static const char *const g_list =
     "  gact:CB2          gact:CB1 with memory-efficient attention\n"
     "  gact:CKPT         segment checkpointing without compression (the baseline)\n"
     "  gact:L0           no compression (= none)\n"
+    "  compact[:opts]    CompAct: the linear layers of the transformer blocks save a random\n"
+    "                    projection x P of their input (rank r) and get a low-rank weight\n"
+    "                    gradient the optimizer steps in the subspace; opts, comma-separated:\n"
+    "                    r=F (a fraction of the width, default 0.25) or r=N (a rank),\n"
+    "                    gap=N (a new P every N steps, default 50) or gap=none (one P),\n"
+    "                    scale=A (the step back's alpha, default 0.25),\n"
+    "                    proj=gauss|sparse|shared (sparse JL signs, or one P for every\n"
+    "                    layer), density=D (sparse: non-zero fraction, default 1/3),\n"
+    "                    layers=GLOB|GLOB (scopes, default *.attn|*.mlp), all-linear (also\n"
+    "                    the attention output projection), reset (fresh moments with each P)\n"
+    "  compact:...+P     CompAct with codec policy P for every save, the projections\n"
+    "                    included (e.g. compact:r=0.25+gact:4, compact:r=0.5+division)\n"
     "  (MASK and INDEX saves are always stored compactly and losslessly: ReLU and\n"
     "   dropout keep 1 bit per element, max-pool a uint8 window index.  quant and\n"
     "   actnn keep what the loss saves (the probabilities) in fp32, as ActNN does.)\n";
@@ -211,7 +224,117 @@ static actc_status parse_gact(const char *spec, const char *arg, actc_policy **o
     return actc__policy_gact(canon, b, 0, 0, ACTC_ATTN_NAIVE, out);
 }
 
+static actc_status policy_create(const char *spec, actc_policy **out);
+
+/* compact[:opt,...][+codec policy] */
+static actc_status parse_compact(const char *spec, actc_policy **out)
+{
+    char buf[ACTC_POLICY_MAX], layers[ACTC_COMPACT_LAYERS_MAX] = ACTC_COMPACT_LAYERS;
+    if (strlen(spec) >= sizeof buf) return bad_spec(spec, "too long");
+    strcpy(buf, spec);
+    /* The '+' before a policy name (a letter follows), not an exponent's
+     * sign ("scale=1e+2"), nor a '+' that ends the spec. */
+    char *inner_spec = buf;
+    while ((inner_spec = strchr(inner_spec, '+')) && inner_spec[1] && !isalpha((unsigned char)inner_spec[1]))
+        inner_spec++;
+    if (inner_spec) *inner_spec++ = '\0';
+    char *opts = buf + 7; /* after "compact" */
+    if (*opts == ':') opts++;
+    else if (*opts) return bad_spec(spec, "compact's options follow a ':'");
+    actc_compact_opts o = {ACTC_COMPACT_FRACTION, 0, ACTC_COMPACT_GAP, ACTC_COMPACT_SCALE, 0, ACTC_COMPACT_DENSITY,
+                           0, 0, 0};
+    int seen_density = 0;
+    const size_t len0 = strlen(opts);
+    if (len0 && (opts[0] == ',' || opts[len0 - 1] == ',' || strstr(opts, ",,"))) return bad_spec(spec, "empty option");
+    for (char *save = NULL, *opt = strtok_r(opts, ",", &save); opt; opt = strtok_r(NULL, ",", &save)) {
+        double v;
+        int n;
+        if (!strncasecmp(opt, "r=", 2)) {
+            /* A whole number is a rank, a decimal one a fraction of the width. */
+            if (!strchr(opt + 2, '.') && parse_int(opt + 2, 1, 1 << 20, &n)) {
+                o.rank = n;
+            } else if (parse_real(opt + 2, 1e-9, 1.0, &v)) {
+                o.rank = 0;
+                o.fraction = v;
+            } else {
+                return bad_spec(spec, "r= is a fraction of the layer's width in (0, 1] (e.g. 0.25) or a rank >= 1");
+            }
+        } else if (!strncasecmp(opt, "gap=", 4)) {
+            if (!strcasecmp(opt + 4, "none")) o.gap = 0;
+            else if (parse_int(opt + 4, 1, INT32_MAX, &n)) o.gap = (uint32_t)n;
+            else return bad_spec(spec, "gap= is a number of steps >= 1, or none for one fixed projection");
+        } else if (!strncasecmp(opt, "scale=", 6)) {
+            if (!parse_real(opt + 6, 1e-6, 1e6, &v)) return bad_spec(spec, "scale= is a positive number (alpha)");
+            o.scale = (float)v;
+        } else if (!strcasecmp(opt, "proj=gauss") || !strcasecmp(opt, "proj=gaussian")) {
+            o.sparse = o.shared_seed = 0;
+        } else if (!strcasecmp(opt, "proj=sparse")) {
+            o.sparse = 1;
+        } else if (!strcasecmp(opt, "proj=shared")) {
+            o.shared_seed = 1;
+        } else if (!strncasecmp(opt, "density=", 8)) {
+            if (!parse_real(opt + 8, 1e-6, 1.0, &v)) return bad_spec(spec, "density= is in (0, 1]");
+            o.density = (float)v;
+            seen_density = 1;
+        } else if (!strncasecmp(opt, "layers=", 7)) {
+            if (!opt[7] || strlen(opt + 7) >= sizeof layers) return bad_spec(spec, "layers= takes globs over scopes");
+            strcpy(layers, opt + 7);
+        } else if (!strcasecmp(opt, "all-linear")) {
+            o.all_linear = 1;
+        } else if (!strcasecmp(opt, "reset")) {
+            o.reset = 1;
+        } else {
+            return bad_spec(spec, "compact's options are r=, gap=, scale=, proj=gauss|sparse|shared, density=, "
+                                  "layers=, all-linear, reset");
+        }
+    }
+    if (seen_density && !o.sparse) return bad_spec(spec, "density= applies to proj=sparse");
+    actc_policy *inner = NULL;
+    if (inner_spec) {
+        if (!*inner_spec) return bad_spec(spec, "nothing after '+'");
+        if (strchr(inner_spec, '+'))
+            return bad_spec(spec, "compact composes with one codec policy (compact:...+P), not two");
+        if (!strncasecmp(inner_spec, "compact", 7)) return bad_spec(spec, "compact given twice");
+    }
+    actc_status st = policy_create(inner_spec ? inner_spec : "none", &inner);
+    if (st != ACTC_OK) return st;
+    /* The canonical spelling: every option that is not the default. */
+    /* The canonical spec parses back to the same policy (checkpoints rebuild
+     * it from the text): floats in full precision, a fraction with its
+     * point ("r=1.0" is not the rank "r=1"). */
+    char canon[ACTC_POLICY_MAX], frac[32];
+    snprintf(frac, sizeof frac, "%.17g", o.fraction);
+    if (!strpbrk(frac, ".e")) strcat(frac, ".0");
+    int len = o.rank ? snprintf(canon, sizeof canon, "compact:r=%d", o.rank)
+                     : snprintf(canon, sizeof canon, "compact:r=%s", frac);
+#define ADD(...) len += snprintf(canon + len, len < (int)sizeof canon ? sizeof canon - (size_t)len : 0, __VA_ARGS__)
+    if (o.gap) ADD(",gap=%u", o.gap);
+    else ADD(",gap=none");
+    ADD(",scale=%.9g", (double)o.scale);
+    if (o.sparse) ADD(",proj=sparse,density=%.9g", (double)o.density);
+    if (o.shared_seed) ADD(",proj=shared");
+    if (strcmp(layers, ACTC_COMPACT_LAYERS)) ADD(",layers=%s", layers);
+    if (o.all_linear) ADD(",all-linear");
+    if (o.reset) ADD(",reset");
+    if (inner_spec) ADD("+%s", inner->spec);
+#undef ADD
+    if (len >= (int)sizeof canon) {
+        actc__policy_free(inner);
+        return bad_spec(spec, "too long");
+    }
+    return actc__policy_compact(canon, &o, layers, inner, out);
+}
+
 actc_status actc__policy_create(const char *spec, actc_policy **out)
+{
+    *out = NULL;
+    if (spec && !strncasecmp(spec, "compact", 7)) return parse_compact(spec, out);
+    if (spec && strchr(spec, '+'))
+        return bad_spec(spec, "only compact composes with a codec policy, and comes first (compact:...+P)");
+    return policy_create(spec, out);
+}
+
+static actc_status policy_create(const char *spec, actc_policy **out)
 {
     *out = NULL;
     if (!spec) spec = "none";

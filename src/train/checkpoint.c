@@ -50,6 +50,7 @@
 #include "../models/model.h"
 #include "../autograd/autograd.h"
 #include "../policy/policy.h"
+#include "../optim/optim.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -493,7 +494,10 @@ typedef struct {
     uint64_t osteps;
     const uint8_t *policy, *controller; /* section payloads (NULL: absent)  */
     size_t policy_len, controller_len;
-    char policy_spec[64];
+    char policy_spec[ACTC_POLICY_MAX];
+    actc_tensor **fresh;       /* optimizer state in the file's subspace shapes,
+                                  installed at commit (NULL entries: as is)    */
+    int nfresh;
 } ckpt;
 
 static actc_status load_whole(const char *path, ckpt *c);
@@ -502,6 +506,9 @@ static void ckpt_free(ckpt *c)
 {
     free(c->mrec);
     free(c->orec);
+    for (int i = 0; c->fresh && i < c->nfresh; i++) actc_tensor_release(c->fresh[i]);
+    free(c->fresh);
+    c->fresh = NULL;
     actc_mem_free(c->buf);
     c->buf = NULL;
     c->mrec = c->orec = NULL;
@@ -886,7 +893,32 @@ static actc_status match(ckpt *c, actc_model *m, actc_optim *o, actc_tensor ***o
      * moments are the initial state), so it may precede the checks. */
     *no = actc_optim_state(o, os);
     if (*no < 0) return actc_last_status();
-    return match_tensors(path, "optimizer", c->orec, c->no, *os, *no);
+    /* A low-rank gradient's state (CompAct's r x m moments) has the shape
+     * the optimizer learns from the gradient: a fresh optimizer takes the
+     * file's, made here and installed by commit. */
+    if (c->no == *no && *no > 0) {
+        if (!(c->fresh = calloc((size_t)*no, sizeof *c->fresh)))
+            return actc_set_error(ACTC_ERR_OOM, "out of memory loading %s", path);
+        c->nfresh = *no;
+    }
+    actc_tensor **view = c->fresh ? calloc((size_t)*no, sizeof *view) : NULL;
+    if (c->fresh && !view) return actc_set_error(ACTC_ERR_OOM, "out of memory loading %s", path);
+    actc_status s2 = ACTC_OK;
+    for (int i = 0; c->fresh && i < *no && s2 == ACTC_OK; i++) {
+        const rec *r = &c->orec[i];
+        int same = r->ndim == (*os)[i]->ndim;
+        for (int k = 0; same && k < r->ndim; k++) same = r->shape[k] == (*os)[i]->shape[k];
+        if (!same && actc_optim_steps(o) == 0 &&
+            actc__optim_state_like(o, i, r->ndim, r->shape, &c->fresh[i]) != ACTC_OK) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", actc_last_error()); /* not the buffer being written */
+            s2 = actc_set_error(ACTC_ERR_INVALID, "checkpoint %s: optimizer tensor %d: %s", path, i, why);
+        }
+        view[i] = c->fresh[i] ? c->fresh[i] : (*os)[i];
+    }
+    if (s2 == ACTC_OK) s2 = match_tensors(path, "optimizer", c->orec, c->no, view ? view : *os, *no);
+    free(view);
+    return s2;
 }
 
 static void copy_in(actc_tensor *t, const rec *r) { actc__get_floats(t->data, r->data, t->numel); }
@@ -897,6 +929,11 @@ static void commit(ckpt *c, actc_model *m, actc_optim *o, actc_tensor **os, int 
     const int nm = actc_model_state(m, &ms);
     for (int i = 0; i < nm; i++) copy_in(ms[i], &c->mrec[i]);
     if (o) {
+        for (int i = 0; c->fresh && i < no; i++)
+            if (c->fresh[i]) {
+                actc__optim_state_install(o, i, c->fresh[i]);
+                c->fresh[i] = NULL;
+            }
         for (int i = 0; i < no; i++) copy_in(os[i], &c->orec[i]);
         actc_optim_set_steps(o, c->osteps);
     }

@@ -2,6 +2,7 @@
  * library into the caller's buffer (the library never prints), as the text
  * table of `actc train` or as one JSON object. */
 #include "train.h"
+#include "../optim/optim.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,7 @@ static const char *const kind_names[ACTC_SAVE_NKINDS] = {"ACT", "MASK", "INDEX",
 typedef struct {
     const size_t *by_form; /* dense, low-rank, encoded */
     size_t fp32;
+    size_t optim, optim_dense; /* optimizer state, and at the parameters' shapes */
 } grad_figures;
 
 static void text(out *o, const actc_mem_stats *ms, const actc_store_stats *ss, const grad_figures *g)
@@ -72,6 +74,9 @@ static void text(out *o, const actc_mem_stats *ms, const actc_store_stats *ss, c
             actc_format_bytes(g->by_form[ACTC_GRAD_LOWRANK], b, sizeof b),
             actc_format_bytes(g->by_form[ACTC_GRAD_QUANT], c, sizeof c), actc_format_bytes(g->fp32, d, sizeof d));
     }
+    if (g && g->optim != g->optim_dense)
+        put(o, "optimizer state: %s (at the parameters' shapes: %s)\n", actc_format_bytes(g->optim, a, sizeof a),
+            actc_format_bytes(g->optim_dense, b, sizeof b));
     put(o, "process peak RSS: %s\n", actc_format_bytes(actc_process_peak_rss(), a, sizeof a));
 }
 
@@ -91,6 +96,7 @@ static void json(out *o, const actc_mem_stats *ms, const actc_store_stats *ss, c
     if (g)
         put(o, ",\"gradients\":{\"dense\":%zu,\"lowrank\":%zu,\"encoded\":%zu,\"fp32\":%zu}",
             g->by_form[ACTC_GRAD_DENSE], g->by_form[ACTC_GRAD_LOWRANK], g->by_form[ACTC_GRAD_QUANT], g->fp32);
+    if (g) put(o, ",\"optimizer_state\":{\"held\":%zu,\"dense\":%zu}", g->optim, g->optim_dense);
     put(o, "}");
 }
 
@@ -131,7 +137,8 @@ int actc_trainer_report(const actc_trainer *t, int format, char *buf, size_t cap
     actc_mem_stats ms;
     actc_store_stats ss;
     figures(t, &ms, &ss);
-    const grad_figures g = {t->grad_bytes, t->grad_fp32};
+    grad_figures g = {t->grad_bytes, t->grad_fp32, 0, 0};
+    actc__optim_state_bytes(t->opt, &g.optim, &g.optim_dense);
     return report(&ms, &ss, &g, format, buf, cap);
 }
 

@@ -11,7 +11,7 @@ struct actc_trainer {
     actc_optim *opt;
     actc_controller *ctrl;
     actc_trainer_opts o;       /* resolved; strings point at the arrays below */
-    char policy[64], optim[16];
+    char policy[ACTC_POLICY_MAX], optim[16];
     actc_lr_schedule sched;
     actc_tensor **params;      /* the model's, in order                       */
     int np;
