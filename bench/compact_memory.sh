@@ -16,22 +16,25 @@ model=${2:-llama-mini}
 batches=${BATCHES:-"8 32"}
 policies=${POLICIES:-"none compact:r=0.5 compact:r=0.25 compact:r=0.125 gact:4 compact:r=0.25+gact:4"}
 threads=${THREADS:-1}
-mib() { awk -v v="$1" -v u="$2" 'BEGIN { f = u == "GiB" ? 1024 : u == "KiB" ? 1/1024 : u == "B" ? 1/1048576 : 1; printf "%.1f", v * f }'; }
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+# exact bytes from the epoch record of --log, in MiB
+field() { sed -n "s/.*\"$1\":\([0-9]*\).*/\1/p" "$log" | tail -1 | awk '{ printf "%.1f", $1 / 1048576 }'; }
 printf "| %-5s | %-32s | %9s | %6s | %9s | %8s | %8s | %9s |\n" batch policy "peak MiB" "vs none" "context" "grad" "optim" "RSS MiB"
 printf "|%s|\n" "-------|----------------------------------|-----------|--------|-----------|----------|----------|-----------"
 for b in $batches; do
     base=""
     for p in $policies; do
-        out=$("$build/actc" train --model "$model" --compress "$p" --data text --epochs 1 --epoch-steps 2 --batch "$b" \
-              --eval-tokens 1024 --threads "$threads" --progress off 2>&1) || { echo "$p batch $b failed: $out" >&2; continue; }
-        peak=$(echo "$out" | awk '/^  total/ { print $2, $3 }')
-        ctx=$(echo "$out" | awk '/^  CONTEXT/ { print $2, $3 }')
-        grad=$(echo "$out" | awk '/^  GRAD/ { print $2, $3 }')
-        opt=$(echo "$out" | awk '/^  OPTIM/ { print $2, $3 }')
-        rss=$(echo "$out" | awk '/^process peak RSS/ { print $4, $5 }')
-        pk=$(mib $peak); [ "$p" = none ] && base=$pk
+        : > "$log"
+        if ! out=$("$build/actc" train --model "$model" --compress "$p" --data text --epochs 1 --epoch-steps 2 --batch "$b" \
+              --eval-tokens 1024 --threads "$threads" --progress off --log "$log" 2>&1); then
+            echo "$p batch $b failed: $out" >&2
+            continue
+        fi
+        pk=$(field peak_total)
+        [ "$p" = none ] && base=$pk
         ratio=-; [ -n "$base" ] && ratio=$(awk -v a="$pk" -v b="$base" 'BEGIN { printf "%.3f", a / b }')
-        printf "| %-5s | %-32s | %9s | %6s | %9s | %8s | %8s | %9s |\n" "$b" "$p" "$pk" \
-            "$ratio" "$(mib $ctx)" "$(mib $grad)" "$(mib $opt)" "$(mib $rss)"
+        printf "| %-5s | %-32s | %9s | %6s | %9s | %8s | %8s | %9s |\n" "$b" "$p" "$pk" "$ratio" \
+            "$(field CONTEXT)" "$(field GRAD)" "$(field OPTIM)" "$(field peak_rss)"
     done
 done

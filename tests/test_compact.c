@@ -412,7 +412,8 @@ static void test_layer_selection(void **state)
         actc_scope_pop(ctx);
         actc_tensor *loss = tu_wsum(ctx, y, 1);
         if (m) {
-            actc_tensor *both = actc_add(ctx, loss, tu_wsum(ctx, m, 2));
+            actc_tensor *lm = tu_wsum(ctx, m, 2), *both = actc_add(ctx, loss, lm);
+            actc_tensor_release(lm);
             actc_tensor_release(loss);
             loss = both;
         }
