@@ -366,6 +366,12 @@ static void test_policy_plans(void **state)
         actc_scope_pop(ctx);
         actc_tensor *sum = actc_add(ctx, y[0], y[1]);
         loss[0] = tu_wsum(ctx, sum, 1);
+        /* Two projections of one input: stored rows x r twice, while the
+         * fp32 reference counts the input once (what `none` would keep). */
+        actc_store_stats ss;
+        actc_store_get_stats(ctx, &ss);
+        assert_int_equal(ss.stored_bytes, 2 * (size_t)ROWS * (N_IN / 4) * sizeof(float));
+        assert_int_equal(ss.fp32_bytes, (size_t)ROWS * N_IN * sizeof(float));
         assert_int_equal(actc_backward(ctx, loss[0]), ACTC_OK);
         actc_grad_info g1, g2;
         actc_grad_get_info(w, &g1);

@@ -214,11 +214,6 @@ static void apply_checkpoint(train_opts *o, const actc_ckpt_info *info)
  * nothing else of its run.  0, or prints why and returns 1. */
 static int init_model(train_opts *o, flag_def *flags, actc_ckpt_info *info)
 {
-    if (o->resume_path) {
-        fprintf(stderr, "error: --init and --resume exclude each other (--resume continues a run, --init starts one "
-                        "from its weights)\n");
-        return 1;
-    }
     if (actc_checkpoint_info(o->init_path, info) != ACTC_OK) return fail("--init");
     if (flag_was_set(flags, "--model") && strcmp(o->model, info->model)) {
         fprintf(stderr, "error: --init %s holds model %s, but --model %s was given\n", o->init_path, info->model,
@@ -555,6 +550,11 @@ static int cmd_train(int argc, char **argv)
     if (rc) return 2;
     actc_ckpt_info info;
     memset(&info, 0, sizeof info);
+    if (o.init_path && o.resume_path) {
+        fprintf(stderr, "error: --init and --resume exclude each other (--resume continues a run, --init starts one "
+                        "from its weights)\n");
+        return 2;
+    }
     if (o.resume_path && (rc = resume_recipe(&o, flags, argc, argv, &info))) return rc;
     if (o.init_path && (rc = init_model(&o, flags, &info))) return rc;
     /* Language models train on text with AdamW, 16 windows a step, unless

@@ -93,9 +93,9 @@ static actc_status compact_after(actc_policy *p, actc_ctx *ctx)
     compact_state *s = cs(p);
     if (!s->planned)
         return actc_set_error(ACTC_ERR_INVALID, "policy %s projected no linear layer: it applies to linear layers "
-                              "whose weight is a trained parameter, in the scopes layers= selects (by default %s: "
-                              "the transformer blocks), except those whose input another operator keeps "
-                              "(all-linear includes them)", p->spec, s->layers);
+                              "whose weight is a trained parameter, in the scopes layers= selects (%s; the default %s "
+                              "is the transformer blocks), except those whose input another operator keeps "
+                              "(all-linear includes them)", p->spec, s->layers, ACTC_COMPACT_LAYERS);
     s->planned = 0;
     actc_policy *in = s->inner;
     return in->after_backward ? in->after_backward(in, ctx) : ACTC_OK;

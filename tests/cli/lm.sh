@@ -70,6 +70,24 @@ $ACTC train --model mlp --train-images $D/img --train-labels $D/lab --test-image
     --batch 32 --progress off --save $D/mlp.ckpt >/dev/null 2>&1
 expect_fail "generate from an image model" "image classifier" $ACTC generate --checkpoint $D/mlp.ckpt
 expect_fail "resume with another model" "holds model gpt" $ACTC train --resume $D/g.ckpt --model llama --epochs 3 --data text:$D/corpus.txt
+# CompAct through the command: --init starts from g.ckpt's weights (its
+# first validation is far below a fresh model's), inspect shows what
+# compact removed per category, and a model with nothing to project fails.
+out=$($ACTC train --init $D/g.ckpt --compress compact:r=0.25 --data text:$D/corpus.txt --epochs 1 --batch 8 \
+      --epoch-steps 5 --eval-tokens 2048 --progress off 2>&1); rc=$?
+ibpb=$(echo "$out" | sed -n 's/.*= \([0-9.]*\) bits per byte.*/\1/p' | tail -1)
+[ $rc -eq 0 ] && echo "$out" | grep -q "low-rank" && awk -v b="$ibpb" -v u="$uni" 'BEGIN { exit !(b < 0.7 * u) }' \
+    && pass "--init + compact:r=0.25: $ibpb bpb after 5 steps from the checkpoint, low-rank gradients" \
+    || { fail "--init with compact (exit $rc, bpb '$ibpb')"; echo "$out" | tail -5; }
+out=$($ACTC inspect --model gpt --layers 2 --width 32 --heads 2 --context 32 --batch 4 --data text:$D/corpus.txt \
+      --compress compact:r=0.25+gact:4 2>&1); rc=$?
+[ $rc -eq 0 ] && echo "$out" | grep -q "^  CONTEXT " && echo "$out" | grep -q "^  GRAD " \
+    && echo "$out" | grep -q "^  OPTIM " && echo "$out" | grep -q "against gact:4" \
+    && pass "inspect compact:r=0.25+gact:4: CONTEXT, GRAD and OPTIM removed" || { fail "inspect compact (exit $rc)"; echo "$out" | tail -8; }
+expect_fail "--init with --resume" "exclude each other" $ACTC train --init $D/g.ckpt --resume $D/g.ckpt
+expect_fail "compact matching no layer" "projected no linear layer" \
+    $ACTC train $TINY --data text:$D/corpus.txt --compress compact:layers=nothing
+expect_fail "compact with r out of range" "r= is a fraction" $ACTC train $TINY --data text:$D/corpus.txt --compress compact:r=1.5
 expect_fail "eval a language model on images" "language model" $ACTC eval --checkpoint $D/g.ckpt --data fmnist
 expect_fail "generate without a checkpoint" "checkpoint" $ACTC generate --prompt hi
 expect_fail "bad temperature" "temperature" $ACTC generate --checkpoint $D/g.ckpt --temperature -1
