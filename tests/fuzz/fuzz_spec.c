@@ -16,7 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
     if (!ctx) abort();
     if (actc_ctx_set_policy(ctx, s) == ACTC_OK) {
         /* The canonical spelling is a spec of the same policy. */
-        char canon[128];
+        char canon[ACTC_POLICY_MAX];
         snprintf(canon, sizeof canon, "%s", actc_ctx_policy(ctx));
         if (actc_ctx_set_policy(ctx, canon) != ACTC_OK || strcmp(actc_ctx_policy(ctx), canon)) abort();
     } else if (!actc_last_error()[0]) {
