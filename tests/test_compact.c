@@ -528,6 +528,7 @@ static void test_specs(void **state)
         {"compact:r=0.25+gact:4", "compact:r=0.25,gap=50,scale=0.25+gact:4"},
         {"compact:r=0.5+division", "compact:r=0.5,gap=50,scale=0.25+division:b=8,q=2"},
         {"compact:r=0.25+actnn:L3", "compact:r=0.25,gap=50,scale=0.25+actnn:L3"},
+        {"compact:layers=enc/*.q|[!x]?", "compact:r=0.25,gap=50,scale=0.25,layers=enc/*.q|[!x]?"},
     };
     for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
         actc_ctx *ctx = actc_ctx_new();
@@ -547,6 +548,9 @@ static void test_specs(void **state)
     expect_bad("gact:4+compact", "only compact composes");
     expect_bad("compact+compact", "compact given twice");
     expect_bad("compact+", "nothing after '+'");
+    /* a '+' in a glob would make the canonical spec compose ("layers=c+") */
+    expect_bad("compact:layers=c+,r=2", "without spaces, ',' or '+'");
+    expect_bad("compact:layers=a b", "without spaces, ',' or '+'");
     expect_bad("compact+zip", "unknown compression policy 'zip'");
 
     /* A rank above the layer's width is refused when the layer is met. */

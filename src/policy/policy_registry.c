@@ -277,7 +277,14 @@ static actc_status parse_compact(const char *spec, actc_policy **out)
             o.density = (float)v;
             seen_density = 1;
         } else if (!strncasecmp(opt, "layers=", 7)) {
-            if (!opt[7] || strlen(opt + 7) >= sizeof layers) return bad_spec(spec, "layers= takes globs over scopes");
+            /* Any printable character but '+', which always means composition
+             * (so the canonical spec parses back), and ',' which ends the option. */
+            const char *g = opt + 7;
+            int ok = *g && strlen(g) < sizeof layers;
+            for (; ok && *g; g++) ok = *g > ' ' && *g < 0x7f && *g != '+';
+            if (!ok)
+                return bad_spec(spec, "layers= takes '|'-separated globs over scopes (printable, without spaces, "
+                                      "',' or '+')");
             strcpy(layers, opt + 7);
         } else if (!strcasecmp(opt, "all-linear")) {
             o.all_linear = 1;
