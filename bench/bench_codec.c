@@ -1,6 +1,6 @@
-/* bench_codec: throughput of the stochastic quantizer codecs and DIVISION's
- * dual-precision codec on an activation-like tensor, against memcpy of the
- * same bytes.
+/* bench_codec: throughput of the stochastic quantizer codecs, DIVISION's
+ * dual-precision codec and the block-wise codecs (4-bit NF4 / FP4, 8-bit
+ * dynamic) on an activation-like tensor, against memcpy of the same bytes.
  *
  *   bench_codec [threads=2] [batch=256] [reps=20] [side=32]
  *
@@ -80,8 +80,10 @@ typedef struct {
     const char *name;
     const actc_codec *codec;
     int bits;
+    int group;                      /* block4 / dyn8 block size (0: default) */
     int mixed;
-    int iparam[4];                  /* division: B, mode, map rank, layout */
+    int iparam[4];                  /* division: B, mode, map rank, layout;
+                                       block4: format, stochastic          */
     void *buf;                      /* payload                             */
     double bits_per_elem, enc, dec; /* results: payload size, best seconds */
 } bench_case;
@@ -90,6 +92,7 @@ static void case_args(const bench_case *bc, const actc_codec_args *proto, actc_c
 {
     *a = *proto;
     a->bits = bc->bits;
+    a->group = bc->group;
     memcpy(a->iparam, bc->iparam, sizeof a->iparam);
     if (!bc->mixed) a->sample_bits = NULL;
 }
@@ -149,17 +152,26 @@ int main(int argc, char **argv)
     proto.sample_bits = widths;
 
     bench_case cases[] = {
-        {"quant b=1", &actc_codec_quant, 1, 0, {0}, NULL, 0, 1e30, 1e30},
-        {"quant b=2", &actc_codec_quant, 2, 0, {0}, NULL, 0, 1e30, 1e30},
-        {"quant b=3", &actc_codec_quant, 3, 0, {0}, NULL, 0, 1e30, 1e30},
-        {"quant b=4", &actc_codec_quant, 4, 0, {0}, NULL, 0, 1e30, 1e30},
-        {"quant b=8", &actc_codec_quant, 8, 0, {0}, NULL, 0, 1e30, 1e30},
-        {"quant mixed 2/3/4", &actc_codec_quant, 2, 1, {0}, NULL, 0, 1e30, 1e30},
-        {"quant_tensor b=2", &actc_codec_quant_tensor, 2, 0, {0}, NULL, 0, 1e30, 1e30},
+        {"quant b=1", &actc_codec_quant, 1, 0, 0, {0}, NULL, 0, 1e30, 1e30},
+        {"quant b=2", &actc_codec_quant, 2, 0, 0, {0}, NULL, 0, 1e30, 1e30},
+        {"quant b=3", &actc_codec_quant, 3, 0, 0, {0}, NULL, 0, 1e30, 1e30},
+        {"quant b=4", &actc_codec_quant, 4, 0, 0, {0}, NULL, 0, 1e30, 1e30},
+        {"quant b=8", &actc_codec_quant, 8, 0, 0, {0}, NULL, 0, 1e30, 1e30},
+        {"quant mixed 2/3/4", &actc_codec_quant, 2, 0, 1, {0}, NULL, 0, 1e30, 1e30},
+        {"quant_tensor b=2", &actc_codec_quant_tensor, 2, 0, 0, {0}, NULL, 0, 1e30, 1e30},
         /* DIVISION on the same maps: 2-D pooling (r = 2), B = 8, Q = 2. */
-        {"division b=8 q=2", &actc_codec_division, 2, 0, {8, ACTC_DIV_FULL, 2, 0}, NULL, 0, 1e30, 1e30},
-        {"division lfc-only b=4", &actc_codec_division, 2, 0, {4, ACTC_DIV_LFC_ONLY, 2, 0}, NULL, 0, 1e30, 1e30},
-        {"division hfc-only", &actc_codec_division, 2, 0, {8, ACTC_DIV_HFC_ONLY, 2, 0}, NULL, 0, 1e30, 1e30},
+        {"division b=8 q=2", &actc_codec_division, 2, 0, 0, {8, ACTC_DIV_FULL, 2, 0}, NULL, 0, 1e30, 1e30},
+        {"division lfc-only b=4", &actc_codec_division, 2, 0, 0, {4, ACTC_DIV_LFC_ONLY, 2, 0}, NULL, 0, 1e30, 1e30},
+        {"division hfc-only", &actc_codec_division, 2, 0, 0, {8, ACTC_DIV_HFC_ONLY, 2, 0}, NULL, 0, 1e30, 1e30},
+        /* Block-wise (AGoQ): 4-bit at bitsandbytes' default block 64 and the
+         * paper's 128, nearest and stochastic; 8-bit dynamic at 256. */
+        {"nf4 g=64", &actc_codec_block4, 4, 64, 0, {ACTC_B4_NF4, 0}, NULL, 0, 1e30, 1e30},
+        {"fp4-bnb g=64", &actc_codec_block4, 4, 64, 0, {ACTC_B4_FP4_BNB, 0}, NULL, 0, 1e30, 1e30},
+        {"fp4-e2m1 g=64", &actc_codec_block4, 4, 64, 0, {ACTC_B4_FP4_E2M1, 0}, NULL, 0, 1e30, 1e30},
+        {"nf4 g=128", &actc_codec_block4, 4, 128, 0, {ACTC_B4_NF4, 0}, NULL, 0, 1e30, 1e30},
+        {"nf4 g=64 stochastic", &actc_codec_block4, 4, 64, 0, {ACTC_B4_NF4, 1}, NULL, 0, 1e30, 1e30},
+        {"fp4-bnb g=64 stoch.", &actc_codec_block4, 4, 64, 0, {ACTC_B4_FP4_BNB, 1}, NULL, 0, 1e30, 1e30},
+        {"dyn8 g=256", &actc_codec_dyn8, 8, 256, 0, {0}, NULL, 0, 1e30, 1e30},
     };
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
     for (int i = 0; i < ncases; i++) {

@@ -368,6 +368,9 @@ typedef struct {
  * attention 13-17% in dq/dk/dv, the L saves none. */
 /* A role's name ("linear_in", "conv_in", ...), for messages and tables. */
 ACTC_API const char *actc_role_name(actc_role r);
+/* 1 for the attention's roles (ACTC_ROLE_ATTN_Q, _K, _V, _OUT, _PROBS,
+ * _STATS). */
+ACTC_API int actc_role_is_attention(actc_role r);
 
 /* New context: training mode, policy "none", seed 0. NULL on failure. */
 ACTC_API actc_ctx *actc_ctx_new(void);
@@ -447,10 +450,11 @@ typedef enum {
     ACTC_REGION_ATTN,      /* attention's probabilities: recompute = the
                               memory-efficient form (ACTC_ATTN_FLASH), save =
                               the textbook one (ACTC_ATTN_NAIVE)              */
-    ACTC_REGION_NORM,      /* a normalisation with what consumes its output:
-                              recompute = keep only the norm's input (AGoQ)   */
-    ACTC_REGION_ACT,       /* an element-wise activation (gated or not) with
-                              what consumes its output (AGoQ)                 */
+    ACTC_REGION_NORM,      /* a normalisation: recompute = keep only its input
+                              (AGoQ); the layers consuming its output save
+                              nothing of their own                            */
+    ACTC_REGION_ACT,       /* an element-wise activation, gated or not (its
+                              inputs), likewise (AGoQ)                        */
     ACTC_REGION_NKINDS
 } actc_region_kind;
 enum { ACTC_PLAN_ANY = -1, ACTC_PLAN_SAVE = 0, ACTC_PLAN_RECOMPUTE = 1 };
@@ -462,13 +466,32 @@ ACTC_API int actc_ctx_plan_region(const actc_ctx *ctx, actc_region_kind r);
  * the decision back to the policy); kept across actc_ctx_set_policy.
  * ACTC_ERR_INVALID for an unknown kind or plan. */
 ACTC_API actc_status actc_ctx_set_region_plan(actc_ctx *ctx, actc_region_kind r, int plan);
-/* Run fn(ctx, x, user) as a region of kind r: through actc_segment (only x
- * is saved, through the policy, and fn is recomputed from it in backward)
- * when the plan is ACTC_PLAN_RECOMPUTE, directly otherwise.  fn follows
- * actc_segment's rules.  A region with an exact (fp32) save of x gives
- * gradients identical to the bit to the direct path. */
+/* Run fn(ctx, x, user) as a region of kind r: directly unless the plan is
+ * ACTC_PLAN_RECOMPUTE.  Recomputed, a BLOCK region goes through
+ * actc_segment (fn includes the block's consumers of its intermediate
+ * values; only x is saved and fn reruns in backward); a NORM or ACT region
+ * is an input-recompute region (actc_region_n).  fn follows actc_segment's
+ * rules.  A region with an exact (fp32) save of x gives gradients
+ * identical to the bit to the direct path. */
 ACTC_API actc_tensor *actc_region(actc_ctx *ctx, actc_region_kind r, actc_segment_fn fn, void *user,
                                   actc_tensor *x);
+/* A region of n inputs (1..ACTC_NODE_MAX_INPUTS): fn computes a small
+ * function of x[0..n) (a normalisation, a gated activation) and returns a
+ * new reference to its output; it must not release the inputs.  Kinds
+ * NORM and ACT only.  Recomputed (plan ACTC_PLAN_RECOMPUTE, training, an
+ * input that needs a gradient), fn runs without a tape and the region
+ * records one node ("recompute") that saves only its inputs, through the
+ * policy (roles NORM_IN or ACT_IN); a later ACT save of the region's output
+ * by any operator (the linear layer that consumes it) stores no payload but
+ * a reference: loading it reruns fn on the decoded inputs, without a tape.
+ * In backward the node reruns fn with a tape, with exact (fp32) saves, and
+ * differentiates it.  Unlike a segment, the consumers stay outside the
+ * region: their products are not recomputed.  Otherwise fn runs directly.
+ * What fn reads besides x (its parameters) must stay alive and unchanged
+ * until backward, as for actc_segment. */
+typedef actc_tensor *(*actc_region_fn)(actc_ctx *ctx, int n, actc_tensor *const *x, void *user);
+ACTC_API actc_tensor *actc_region_n(actc_ctx *ctx, actc_region_kind r, actc_region_fn fn, void *user, int n,
+                                    actc_tensor *const *x);
 /* actc_ctx_plan_region(ctx, ACTC_REGION_BLOCK) == ACTC_PLAN_RECOMPUTE: the
  * active policy asks models to checkpoint their blocks (gact:CB1, gact:CB2,
  * gact:CKPT). */
@@ -528,6 +551,26 @@ typedef struct {
     size_t backward_peak;         /* peak of stored_bytes during that backward */
 } actc_store_stats;
 ACTC_API void actc_store_get_stats(const actc_ctx *ctx, actc_store_stats *out);
+/* One payload in the store (saves of the same tensor and kind share one). */
+typedef struct {
+    char op[24];              /* the operator that saved it first            */
+    char scope[128];          /* its scope                                    */
+    actc_role role;           /* that save's role                             */
+    actc_save_kind kind;
+    int ndim, shape[ACTC_MAX_DIMS];
+    char codec[16];           /* the codec's name, or "recompute": a reference
+                                 to a recompute region's output (actc_region_n),
+                                 no payload                                   */
+    size_t stored_bytes;      /* payload bytes (CONTEXT)                      */
+    size_t fp32_bytes;        /* its share of the fp32 reference (each tensor
+                                 is counted once)                             */
+    int loads;                /* loads still expected                         */
+} actc_store_item;
+/* The payloads in the store now (after a forward pass: what backward will
+ * read), in save order: up to cap written to out (out may be NULL);
+ * returns how many there are.  Their stored_bytes sum to the store's
+ * stored_bytes. */
+ACTC_API int actc_store_list(const actc_ctx *ctx, actc_store_item *out, int cap);
 ACTC_API void actc_store_reset_peak(actc_ctx *ctx);
 
 /* ---- Writing an operator --------------------------------------------------
@@ -738,7 +781,9 @@ ACTC_API actc_status actc_grad_add_lowrank(actc_ctx *ctx, actc_tensor *t, const 
 /* Hold parameter t's gradient encoded between backward passes (a low-rank
  * gradient, whose factor is already small, stays low-rank): codec
  * "bf16", "quant:B" (B = 2..8 bits, ActNN's per-group quantizer with
- * stochastic rounding: unbiased) or "fp32"/NULL (dense, the default).
+ * stochastic rounding: unbiased), "dyn8" (AGoQ's and bitsandbytes' 8-bit
+ * block-wise dynamic map, blocks of 256 with one fp32 absmax, nearest
+ * rounding) or "fp32"/NULL (dense, the default).
  * ACTC_ERR_INVALID for another codec or a tensor that is not a parameter;
  * ACTC_ERR_STATE while t holds a gradient. */
 ACTC_API actc_status actc_param_set_grad_codec(actc_tensor *t, const char *codec);
@@ -1266,6 +1311,10 @@ typedef struct {
     int accum;                 /* micro-batches per step (1)                    */
     uint64_t seed;             /* dropout and stochastic-rounding streams (1)   */
     actc_controller_opts controller; /* gact: measurement interval, samples, alert */
+    int grad_bits;             /* 8: hold each parameter's gradient in AGoQ's
+                                  8-bit block-wise form between micro-batches
+                                  (actc_param_set_grad_codec "dyn8"); 32 or 0:
+                                  leave the parameters' gradient forms alone  */
 } actc_trainer_opts;
 
 /* The defaults above. */

@@ -29,27 +29,11 @@ static actc_codec_args make_args(int N, int D, int bits, int group, uint64_t key
     return a;
 }
 
-/* Bytes past the planned size that encode must leave alone. */
-#define GUARD 64
-
-/* plan + encode into a fresh buffer (with a guard zone checked here);
- * returns the payload, its size in *bytes. */
-static uint8_t *encode(const actc_codec *c, actc_codec_args *a, const float *x, size_t n, size_t *bytes)
-{
-    *bytes = c->plan(a, x, n);
-    uint8_t *buf = malloc(*bytes + GUARD);
-    assert_non_null(buf);
-    memset(buf, 0xA5, *bytes + GUARD);
-    c->encode(a, x, n, buf);
-    for (size_t i = 0; i < GUARD; i++) assert_int_equal(buf[*bytes + i], 0xA5);
-    return buf;
-}
-
 static size_t roundtrip(const actc_codec *c, actc_codec_args *a, const float *x, size_t n, float *y,
                         uint8_t **payload)
 {
     size_t bytes;
-    uint8_t *buf = encode(c, a, x, n, &bytes);
+    uint8_t *buf = tu_encode(c, a, x, n, &bytes);
     c->decode(a, buf, n, y);
     if (payload)
         *payload = buf;
@@ -373,20 +357,20 @@ static void test_plan_bytes(void **state)
         for (int b = 1; b <= 8; b++) {
             actc_codec_args a = make_args(N, D, b, G, 1);
             size_t bytes;
-            free(encode(&actc_codec_quant, &a, x, n, &bytes)); /* also checks the guard */
+            free(tu_encode(&actc_codec_quant, &a, x, n, &bytes)); /* also checks the guard */
             assert_int_equal(bytes, expected_bytes(N, D, G, b, NULL));
             assert_int_equal(a.group, G ? G : ACTC_QUANT_GROUP);
             assert_int_equal(a.iparam[0], 0);
             if (D % 256 == 0 && G == 0) assert_int_equal(bytes, (size_t)N * (D / 256) * (4 + 32 * (size_t)b));
 
             a = make_args(N, D, b, G, 1);
-            free(encode(&actc_codec_quant_tensor, &a, x, n, &bytes));
+            free(tu_encode(&actc_codec_quant_tensor, &a, x, n, &bytes));
             assert_int_equal(bytes, 4 + cdiv(n * (size_t)b, 8));
         }
         actc_codec_args a = make_args(N, D, 3, G, 1);
         a.sample_bits = widths;
         size_t bytes;
-        free(encode(&actc_codec_quant, &a, x, n, &bytes));
+        free(tu_encode(&actc_codec_quant, &a, x, n, &bytes));
         assert_int_equal(bytes, expected_bytes(N, D, G, 3, widths));
         assert_int_equal(a.iparam[0], 1);
         free(x);
@@ -418,7 +402,7 @@ static void test_payload_layout(void **state)
     actc_codec_args a = make_args(2, D, 0, 0, 5);
     a.sample_bits = widths;
     size_t bytes;
-    uint8_t *p = encode(&actc_codec_quant, &a, x, 2 * D, &bytes);
+    uint8_t *p = tu_encode(&actc_codec_quant, &a, x, 2 * D, &bytes);
     assert_int_equal(bytes, 2 * 4 + 2 + 8 + D); /* ceil(19*3/8) = 8 */
     assert_int_equal(p[0] | p[1] << 8, 0x0000); /* Z = 0.0   */
     assert_int_equal(p[2] | p[3] << 8, 0x40E0); /* R = 7.0   */
@@ -520,7 +504,7 @@ static uint8_t *encode_threads(const actc_codec *c, int threads, const float *x,
     actc_set_threads(threads);
     actc_codec_args a = make_args(N, D, 3, 0, key);
     a.sample_bits = widths;
-    uint8_t *p = encode(c, &a, x, (size_t)N * (size_t)D, bytes);
+    uint8_t *p = tu_encode(c, &a, x, (size_t)N * (size_t)D, bytes);
     actc_set_threads(before);
     return p;
 }
@@ -572,7 +556,7 @@ static void test_mixed_precision(void **state)
     actc_codec_args a = make_args(N, D, 2, 0, 3);
     a.sample_bits = widths;
     size_t bytes;
-    uint8_t *p = encode(&actc_codec_quant, &a, x, N * D, &bytes);
+    uint8_t *p = tu_encode(&actc_codec_quant, &a, x, N * D, &bytes);
     /* The policy may change its widths after encode, or drop them; decode
      * must read the payload's copy either way. */
     widths[0] = widths[1] = widths[2] = widths[3] = 2;

@@ -507,14 +507,6 @@ static void test_early_state(void **state)
     actc_ctx_free(ctx);
 }
 
-static void expect_bad(const char *spec, const char *needle)
-{
-    actc_ctx *ctx = actc_ctx_new();
-    assert_int_equal(actc_ctx_set_policy(ctx, spec), ACTC_ERR_INVALID);
-    if (!strstr(actc_last_error(), needle)) fail_msg("%s: '%s' lacks '%s'", spec, actc_last_error(), needle);
-    actc_ctx_free(ctx);
-}
-
 static void test_specs(void **state)
 {
     (void)state;
@@ -530,28 +522,20 @@ static void test_specs(void **state)
         {"compact:r=0.25+actnn:L3", "compact:r=0.25,gap=50,scale=0.25+actnn:L3"},
         {"compact:layers=enc/*.q|[!x]?", "compact:r=0.25,gap=50,scale=0.25,layers=enc/*.q|[!x]?"},
     };
-    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
-        actc_ctx *ctx = actc_ctx_new();
-        if (actc_ctx_set_policy(ctx, ok[i][0]) != ACTC_OK) fail_msg("%s: %s", ok[i][0], actc_last_error());
-        assert_string_equal(actc_ctx_policy(ctx), ok[i][1]);
-        /* the canonical spec parses back to itself (checkpoints rely on it) */
-        assert_int_equal(actc_ctx_set_policy(ctx, ok[i][1]), ACTC_OK);
-        assert_string_equal(actc_ctx_policy(ctx), ok[i][1]);
-        actc_ctx_free(ctx);
-    }
-    expect_bad("compact:r=0", "r= is a fraction");
-    expect_bad("compact:r=1.5", "r= is a fraction");
-    expect_bad("compact:gap=0", "gap= is a number of steps >= 1, or none");
-    expect_bad("compact:rank=4", "compact's options are");
-    expect_bad("compact:density=0.1", "density= applies to proj=sparse");
-    expect_bad("compact+gact:4+actnn:L3", "one codec policy");
-    expect_bad("gact:4+compact", "only compact composes");
-    expect_bad("compact+compact", "compact given twice");
-    expect_bad("compact+", "nothing after '+'");
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) actc_ctx_free(tu_expect_policy(ok[i][0], ok[i][1]));
+    tu_expect_bad_policy("compact:r=0", "r= is a fraction");
+    tu_expect_bad_policy("compact:r=1.5", "r= is a fraction");
+    tu_expect_bad_policy("compact:gap=0", "gap= is a number of steps >= 1, or none");
+    tu_expect_bad_policy("compact:rank=4", "compact's options are");
+    tu_expect_bad_policy("compact:density=0.1", "density= applies to proj=sparse");
+    tu_expect_bad_policy("compact+gact:4+actnn:L3", "one codec policy");
+    tu_expect_bad_policy("gact:4+compact", "only compact composes");
+    tu_expect_bad_policy("compact+compact", "compact given twice");
+    tu_expect_bad_policy("compact+", "nothing after '+'");
     /* a '+' in a glob would make the canonical spec compose ("layers=c+") */
-    expect_bad("compact:layers=c+,r=2", "without spaces, ',' or '+'");
-    expect_bad("compact:layers=a b", "without spaces, ',' or '+'");
-    expect_bad("compact+zip", "unknown compression policy 'zip'");
+    tu_expect_bad_policy("compact:layers=c+,r=2", "without spaces, ',' or '+'");
+    tu_expect_bad_policy("compact:layers=a b", "without spaces, ',' or '+'");
+    tu_expect_bad_policy("compact+zip", "unknown compression policy 'zip'");
 
     /* A rank above the layer's width is refused when the layer is met. */
     const int xs[2] = {4, 8}, ws[2] = {3, 8};

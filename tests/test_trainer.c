@@ -181,7 +181,8 @@ static void test_resume_every_policy(void **state)
     static const char *const policies[] = {"none",     "bf16",   "quant:3",           "actnn:L2",
                                            "actnn:L3", "division", "gact:4",          "gact:CB1",
                                            "compact:r=0.5,gap=2", "compact:r=0.25,gap=2,reset+gact:4",
-                                           "compact:r=0.25,gap=2,proj=sparse"};
+                                           "compact:r=0.25,gap=2,proj=sparse", "agoq",
+                                           "agoq:block=32,fmt=nf4,round=stochastic"};
     for (int threads = 1; threads <= 2; threads++)
         for (size_t i = 0; i < sizeof policies / sizeof *policies; i++)
             resume_case(tiny_gpt, src, policies[i], "adamw", threads);

@@ -45,6 +45,36 @@ void tu_expect_invalid(actc_tensor *y, const char *needle)
     actc_clear_error();
 }
 
+void tu_expect_bad_policy(const char *spec, const char *needle)
+{
+    actc_ctx *ctx = actc_ctx_new();
+    assert_int_equal(actc_ctx_set_policy(ctx, spec), ACTC_ERR_INVALID);
+    if (!strstr(actc_last_error(), needle)) fail_msg("%s: '%s' lacks '%s'", spec, actc_last_error(), needle);
+    actc_ctx_free(ctx);
+}
+
+actc_ctx *tu_expect_policy(const char *spec, const char *canon)
+{
+    actc_ctx *ctx = actc_ctx_new();
+    if (actc_ctx_set_policy(ctx, spec) != ACTC_OK) fail_msg("%s: %s", spec, actc_last_error());
+    assert_string_equal(actc_ctx_policy(ctx), canon);
+    assert_int_equal(actc_ctx_set_policy(ctx, canon), ACTC_OK);
+    assert_string_equal(actc_ctx_policy(ctx), canon);
+    return ctx;
+}
+
+uint8_t *tu_encode(const actc_codec *c, actc_codec_args *a, const float *x, size_t n, size_t *bytes)
+{
+    enum { GUARD = 64 };
+    *bytes = c->plan(a, x, n);
+    uint8_t *buf = malloc(*bytes + GUARD);
+    assert_non_null(buf);
+    memset(buf, 0xA5, *bytes + GUARD);
+    c->encode(a, x, n, buf);
+    for (size_t i = 0; i < GUARD; i++) assert_int_equal(buf[*bytes + i], 0xA5);
+    return buf;
+}
+
 void tu_expect_nothing_recorded(actc_ctx *ctx, actc_tensor **outs, int n, size_t saves_before)
 {
     for (int i = 0; i < n; i++) {

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include "actc.h"
+#include "codec/codec.h"
 
 /* Builds an output from inputs with the operators under test. */
 typedef actc_tensor *(*tu_forward_fn)(actc_ctx *ctx, actc_tensor **in, void *user);
@@ -34,6 +35,17 @@ actc_tensor *tu_wsum(actc_ctx *ctx, actc_tensor *x, int rseed);
 /* Assert the call failed (y == NULL) with ACTC_ERR_INVALID and a message
  * containing needle (if not NULL); clears the error. */
 void tu_expect_invalid(actc_tensor *y, const char *needle);
+/* Assert that policy spec is refused with ACTC_ERR_INVALID and a message
+ * containing needle. */
+void tu_expect_bad_policy(const char *spec, const char *needle);
+/* Assert that policy spec is accepted with canonical spelling canon, which
+ * parses back to itself (checkpoints rely on it); returns a context holding
+ * the policy (the caller frees it). */
+actc_ctx *tu_expect_policy(const char *spec, const char *canon);
+/* A codec's plan and encode of x[0..n) into a fresh buffer, with a guard
+ * zone after the planned size checked untouched; returns the payload (the
+ * caller frees it), its size in *bytes. */
+uint8_t *tu_encode(const actc_codec *c, actc_codec_args *a, const float *x, size_t n, size_t *bytes);
 /* Assert that none of the n outputs was recorded (requires_grad 0), that the
  * tape is empty, that the store holds nothing and that its save count is
  * still saves_before (taken before the outputs were made); releases them. */

@@ -1,11 +1,12 @@
-/* actc inspect: what a gact or compact policy does to a model.  Builds the
+/* actc inspect: what a gact, compact or agoq policy does to a model.  Builds the
  * model, takes one real batch (Fashion-MNIST for image models, the text
  * corpus for language models) and runs a step.  For gact: lets the
  * controller measure every saved tensor's sensitivity and allocate bits, and
  * prints per tensor the operator that saved it, its shape, c_l, the bits
  * chosen and its stored bytes.  For compact (alone or over a codec policy):
  * the same step without compact too, and per category (CONTEXT, GRAD,
- * OPTIM) what compact removed. */
+ * OPTIM) what compact removed.  For agoq: one forward pass with and without
+ * it, and one block's context per component of AGoQ's Table 1. */
 #include "cli.h"
 #include <ctype.h>
 #include <stdlib.h>
@@ -19,14 +20,18 @@ typedef struct {
     data_opts d;
 } inspect_opts;
 
-static const char USAGE[] = "actc inspect --compress gact:SPEC|compact:SPEC [--model NAME] [--batch N]";
+static const char USAGE[] = "actc inspect --compress gact:SPEC|compact:SPEC|agoq[:SPEC] [--model NAME] [--batch N]";
 static const char ABOUT[] = "gact: measure the sensitivity of every tensor the model saves for backward on\n"
                            "one real batch, allocate bits as the policy does, and print the table:\n"
                            "operator, scope, shape, sensitivity c_l, bits and stored bytes per tensor.\n"
                            "compact (compact:...[+P]): run one training step with and without compact\n"
                            "(P alone) and print, per category, the bytes compact removed: the context\n"
                            "saved for backward, the gradients and the optimizer state (and P's table\n"
-                           "when P is a gact policy).";
+                           "when P is a gact policy).\n"
+                           "agoq (agoq[:...]): one forward pass of a transformer with and without it, and\n"
+                           "the context one block keeps per component (QKV input, attention, output\n"
+                           "projection input, norm, FFN1 input, activation function, FFN2 input) in\n"
+                           "AGoQ's unit U = batch x seq x hidden x 2 bytes, next to the paper's Table 1.";
 
 static void build_flags(flag_def *f, void *opts)
 {
@@ -184,6 +189,148 @@ static int inspect_compact(const inspect_opts *o, FILE *log)
     return 0;
 }
 
+/* ---- agoq: the context of one transformer block per component ----------------------- */
+
+/* AGoQ's Table 1 components, and the paper's figures for them (U). */
+enum { C_QKV, C_ATTN, C_PROJ, C_NORM, C_FFN1, C_ACT, C_FFN2, C_OTHER, C_N };
+static const char *const comp_names[C_N] = {"QKV input",  "attention",           "output projection input",
+                                            "norm",       "FFN1 input",          "activation function",
+                                            "FFN2 input", "other (unclassified)"};
+static const double paper_megatron[C_N] = {1, 5, 1, 4, 1, 12, 4, 0};
+static const double paper_agoq[C_N] = {0, 5, 0.25, 0.5, 0, 2, 0, 0};
+
+/* Which component of block `block` a payload belongs to (-1: another
+ * block, the embedding or the head).  In the attention scope the first
+ * linear input is Q/K/V's (saved once for the three), a later one the
+ * output projection's (unless the attention's saved output stands for it);
+ * in the MLP scope a linear input of the model's width is FFN1's (and the
+ * gate's), a wider one FFN2's. */
+static int component(const actc_store_item *it, int block, int width, int *seen_linear)
+{
+    char attn[32], mlp[32];
+    snprintf(attn, sizeof attn, "h%d.attn", block);
+    snprintf(mlp, sizeof mlp, "h%d.mlp", block);
+    const int in_attn = !strcmp(it->scope, attn), in_mlp = !strcmp(it->scope, mlp);
+    if (!in_attn && !in_mlp) return -1;
+    if (actc_role_is_attention(it->role) || it->role == ACTC_ROLE_SOFTMAX_OUT || it->role == ACTC_ROLE_MATMUL_IN)
+        return in_attn ? C_ATTN : C_OTHER;
+    switch (it->role) {
+    case ACTC_ROLE_NORM_IN:
+    case ACTC_ROLE_STATS: return C_NORM;
+    case ACTC_ROLE_LINEAR_IN:
+        if (in_attn) return (*seen_linear)++ ? C_PROJ : C_QKV;
+        return it->ndim > 0 && it->shape[it->ndim - 1] == width ? C_FFN1 : C_FFN2;
+    case ACTC_ROLE_ACT_IN:
+    case ACTC_ROLE_ACT_DERIV:
+    case ACTC_ROLE_MUL_IN:
+    case ACTC_ROLE_MASK: return in_mlp ? C_ACT : C_OTHER;
+    default: return C_OTHER;
+    }
+}
+
+/* The forward pass of policy on the batch: bytes per component of block 0,
+ * the block's measured total and the whole store's (stats). */
+static int forward_components(const inspect_opts *o, const char *policy, size_t comp[C_N], size_t *block_total,
+                              size_t *all, char *canon, size_t canon_cap, int *samples, int *tokens)
+{
+    run r;
+    int rc = run_open(o, policy, &r);
+    if (rc) return rc;
+    actc_ctx *ctx = actc_trainer_ctx(r.t);
+    actc_ctx_set_training(ctx, 1);
+    actc_tensor *y = actc_model_forward_batch(r.m, ctx, &r.b);
+    if (!y) {
+        fprintf(stderr, "error: the forward pass of %s failed: %s\n", policy, actc_last_error());
+        run_close(&r);
+        return 1;
+    }
+    const int n = actc_store_list(ctx, NULL, 0);
+    actc_store_item *items = calloc((size_t)n + 1, sizeof *items);
+    if (!items) {
+        actc_tensor_release(y);
+        run_close(&r);
+        return fail("memory"), 1;
+    }
+    actc_store_list(ctx, items, n);
+    memset(comp, 0, C_N * sizeof *comp);
+    *block_total = *all = 0;
+    int seen_linear = 0;
+    const int width = actc_model_get_opts(r.m)->width;
+    for (int i = 0; i < n; i++) {
+        *all += items[i].stored_bytes;
+        const int c = component(&items[i], 0, width, &seen_linear);
+        if (c < 0) continue;
+        comp[c] += items[i].stored_bytes;
+        *block_total += items[i].stored_bytes;
+    }
+    actc_store_stats ss;
+    actc_store_get_stats(ctx, &ss);
+    if (ss.stored_bytes != *all) {
+        fprintf(stderr, "error: the store lists %zu bytes but counts %zu\n", *all, ss.stored_bytes);
+        rc = 1;
+    }
+    snprintf(canon, canon_cap, "%s", actc_trainer_get_opts(r.t)->policy);
+    *samples = r.b.B;
+    *tokens = r.b.T;
+    free(items);
+    actc_tensor_release(y);
+    actc_ctx_reset(ctx);
+    run_close(&r);
+    return rc;
+}
+
+static int inspect_agoq(const inspect_opts *o, FILE *log)
+{
+    size_t c_pol[C_N], c_none[C_N], blk_pol, blk_none, all_pol, all_none;
+    char canon[ACTC_POLICY_MAX], none[ACTC_POLICY_MAX];
+    int B, T;
+    int rc = forward_components(o, o->compress, c_pol, &blk_pol, &all_pol, canon, sizeof canon, &B, &T);
+    if (!rc) rc = forward_components(o, "none", c_none, &blk_none, &all_none, none, sizeof none, &B, &T);
+    if (rc) return rc;
+    actc_model *m;
+    actc_model_opts mo = actc_model_default_opts();
+    mo.width = o->width;
+    if (actc_model_create(o->model, &mo, &m) != ACTC_OK) return fail("--model"), 2;
+    const int D = actc_model_get_opts(m)->width, llama = !strncmp(o->model, "llama", 5);
+    actc_model_free(m);
+    const double U = (double)B * T * D * 2.0;
+    char ub[32];
+    printf("inspect: model %s, policy %s against none, batch %d x %d tokens, width %d\n", o->model, canon, B, T, D);
+    printf("context saved for backward by one block (h0), in U = batch x seq x hidden x 2 bytes = %s\n",
+           actc_format_bytes((size_t)U, ub, sizeof ub));
+    printf("(actc trains in fp32: an exact tensor of the model's width is 2U; the paper's columns are bf16)\n");
+    printf("  %-26s %10s %10s %16s %14s\n", "component", "none", "policy", "Megatron (paper)", "AGoQ (paper)");
+    double tp = 0, ta = 0;
+    for (int c = 0; c < C_N; c++) {
+        if (c == C_OTHER && !c_pol[c] && !c_none[c]) continue;
+        const char *name = c == C_NORM ? (llama ? "RMSNorm" : "LayerNorm") : comp_names[c];
+        printf("  %-26s %9.2fU %9.2fU %15.2fU %13.2fU\n", name, c_none[c] / U, c_pol[c] / U, paper_megatron[c],
+               paper_agoq[c]);
+        tp += paper_megatron[c];
+        ta += paper_agoq[c];
+    }
+    printf("  %-26s %9.2fU %9.2fU %15.2fU %13.2fU\n", "total", blk_none / U, blk_pol / U, tp, ta);
+    printf("  block total: none %zu bytes, policy %zu bytes (the components sum to it); %.2fx smaller\n", blk_none,
+           blk_pol, blk_pol ? (double)blk_none / (double)blk_pol : 0.0);
+    printf("  whole model before backward (embedding, every block, head; the loss saves after the forward):\n"
+           "    none %zu bytes, policy %zu bytes: %.2fx smaller\n",
+           all_none, all_pol, all_pol ? (double)all_none / (double)all_pol : 0.0);
+    if (c_pol[C_PROJ] == 0 && c_pol[C_ATTN])
+        printf("  (the output projection reads the attention's output, which the attention keeps: one payload,\n"
+               "   counted under attention)\n");
+    if (log) {
+        fprintf(log, "{\"event\":\"inspect\",\"model\":\"%s\",\"policy\":\"%s\",\"unit_bytes\":%.0f,\"block\":{",
+                o->model, canon, U);
+        static const char *const keys[C_N] = {"qkv_in", "attention", "proj_in", "norm", "ffn1_in", "act", "ffn2_in",
+                                              "other"};
+        for (int c = 0; c < C_N; c++)
+            fprintf(log, "%s\"%s\":{\"none\":%zu,\"policy\":%zu}", c ? "," : "", keys[c], c_none[c], c_pol[c]);
+        fprintf(log, "},\"block_total\":{\"none\":%zu,\"policy\":%zu},\"total\":{\"none\":%zu,\"policy\":%zu}}\n",
+                blk_none, blk_pol, all_none, all_pol);
+    }
+    return 0;
+}
+
 static int inspect_gact(const inspect_opts *o, FILE *log)
 {
     run r;
@@ -225,10 +372,15 @@ static int cmd_inspect(int argc, char **argv)
     }
     if (rc) return 2;
     const int compact = o.compress && !strncasecmp(o.compress, "compact", 7);
-    if (!o.compress || (strncasecmp(o.compress, "gact:", 5) && !compact)) {
-        fprintf(stderr, "error: --compress must be a gact policy (gact:4, gact:fix4, ...) or a compact one "
-                        "(compact:r=0.25, compact:r=0.25+gact:4): inspect shows what GACT measures and allocates, "
-                        "or what CompAct removes\n");
+    const int agoq = o.compress && !strncasecmp(o.compress, "agoq", 4) && (!o.compress[4] || o.compress[4] == ':');
+    if (!o.compress || (strncasecmp(o.compress, "gact:", 5) && !compact && !agoq)) {
+        fprintf(stderr, "error: --compress must be a gact policy (gact:4, gact:fix4, ...), a compact one "
+                        "(compact:r=0.25, compact:r=0.25+gact:4) or an agoq one: inspect shows what GACT measures "
+                        "and allocates, what CompAct removes, or where AGoQ's bytes go\n");
+        return 2;
+    }
+    if (agoq && strncmp(o.model, "llama", 5) && strncmp(o.model, "gpt", 3)) {
+        fprintf(stderr, "error: inspect --compress agoq shows a transformer block (--model llama-mini, gpt-mini, ...)\n");
         return 2;
     }
     if (o.batch < 0 || o.seq < 0 || o.co.estimate_samples < 0 || o.layers < 0 || o.width < 0 || o.heads < 0 ||
@@ -242,7 +394,7 @@ static int cmd_inspect(int argc, char **argv)
         fprintf(stderr, "error: --log %s: cannot open for appending\n", o.log_path);
         return 1;
     }
-    rc = compact ? inspect_compact(&o, log) : inspect_gact(&o, log);
+    rc = compact ? inspect_compact(&o, log) : agoq ? inspect_agoq(&o, log) : inspect_gact(&o, log);
     if (log) fclose(log);
     return rc;
 }

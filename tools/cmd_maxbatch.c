@@ -12,6 +12,7 @@ typedef struct {
     int threads, start, limit, width, in_c, in_h, in_w, classes, resolution, estimate;
     int layers, heads, context, vocab, seq; /* language models */
     uint64_t seed;
+    int grad_bits; /* 0: 32 */
 } mb_opts;
 
 static const char USAGE[] = "actc maxbatch --budget SIZE [--model NAME] [--compress SPEC]";
@@ -26,6 +27,7 @@ static void build_flags(flag_def *f, void *opts)
         {"--model", F_STR, &o->model, "NAME", "model (resnet20)", 0},
         {"--compress", F_STR, &o->compress, "SPEC", "activation compression policy (none)", 0},
         {"--optim", F_STR, &o->optim, "NAME", "sgd or adamw (sgd; language models adamw): its state counts", 0},
+        {"--grad-bits", F_INT, &o->grad_bits, "N", "gradients held in 32 bits or 8 (AGoQ's block-wise dynamic map) (32)", 0},
         {"--start", F_INT, &o->start, "N", "first batch size tried (1)", 0},
         {"--limit", F_INT, &o->limit, "N", "largest batch size tried (65536)", 0},
         {"--estimate-samples", F_INT, &o->estimate, "N", "gact: samples per sensitivity pass (2: only the bits matter here)", 0},
@@ -57,7 +59,7 @@ static void on_trial(int batch, int fits, size_t peak, void *user)
 
 static int cmd_maxbatch(int argc, char **argv)
 {
-    mb_opts o = {"resnet20", "none", NULL, "flash", 0, 0, 1, 1 << 16, 0, 1, 28, 28, 10, 1, 2, 0, 0, 0, 0, 0, 1};
+    mb_opts o = {"resnet20", "none", NULL, "flash", 0, 0, 1, 1 << 16, 0, 1, 28, 28, 10, 1, 2, 0, 0, 0, 0, 0, 1, 0};
     flag_def flags[MAX_FLAGS];
     build_flags(flags, &o);
     int help, rc = flags_parse(flags, argc, argv, 2, &help);
@@ -107,6 +109,7 @@ static int cmd_maxbatch(int argc, char **argv)
     mo.trainer.policy = o.compress;
     mo.trainer.optim = o.optim ? o.optim : actc_model_name_takes_tokens(o.model) ? "adamw" : "sgd";
     mo.trainer.seed = o.seed;
+    mo.trainer.grad_bits = o.grad_bits;
     mo.trainer.controller.estimate_samples = o.estimate;
     /* Fail early with the real reason if the model or policy is unknown. */
     actc_model *probe = NULL;

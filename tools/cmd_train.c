@@ -16,7 +16,7 @@
 typedef struct {
     const char *model, *compress, *optim, *schedule, *log_path, *save_path, *resume_path, *init_path, *progress;
     const char *data_spec, *attention;
-    int epochs, batch, threads, augment, nesterov, width, log_every, eval_batch, accum, deterministic;
+    int epochs, batch, threads, augment, nesterov, width, log_every, eval_batch, accum, deterministic, grad_bits;
     int layers, heads, context, vocab, seq, epoch_steps;
     uint64_t eval_tokens;
     uint64_t seed, max_steps, warmup;
@@ -50,6 +50,7 @@ static void build_flags(flag_def *f, void *opts)
         {"--epochs", F_INT, &o->epochs, "N", "total epochs to train (1)", 0},
         {"--batch", F_INT, &o->batch, "N", "minibatch size (128; language models: 16 windows)", 0},
         {"--accum", F_INT, &o->accum, "N", "run each batch as N micro-batches, adding their gradients (1)", 0},
+        {"--grad-bits", F_INT, &o->grad_bits, "N", "hold gradients between micro-batches in 32 bits or 8 (AGoQ's block-wise dynamic map) (32)", 0},
         {"--lr", F_FLOAT, &o->lr, "X", "peak learning rate (0.1 for sgd, 0.001 for adamw)", 0},
         {"--optim", F_STR, &o->optim, "NAME", "sgd or adamw (sgd; language models: adamw)", 0},
         {"--momentum", F_FLOAT, &o->momentum, "X", "SGD momentum (0.9)", 0},
@@ -110,6 +111,7 @@ static void defaults(train_opts *o)
     o->epochs = 1;
     o->batch = 128;
     o->accum = 1;
+    o->grad_bits = 32;
     o->nesterov = 1;
     o->momentum = 0.9f;
     o->wd = -1;  /* the optimizer's */
@@ -197,6 +199,7 @@ static void apply_checkpoint(train_opts *o, const actc_ckpt_info *info)
     o->beta2 = t->beta2;
     o->clip = t->clip;
     o->accum = t->accum;
+    o->grad_bits = t->grad_bits ? t->grad_bits : 32;
     o->seed = t->seed;
     o->warmup = t->schedule.warmup_steps;
     o->min_lr = t->schedule.min_lr;
@@ -316,6 +319,16 @@ static int check_flags(train_opts *o, const flag_def *flags, int lm)
         fprintf(stderr, "error: --epochs, --batch, --accum, --eval-batch and --log-every must be at least 1\n");
         return 2;
     }
+    if (o->batch % o->accum) {
+        fprintf(stderr, "error: --accum %d does not divide --batch %d: each micro-batch has the same size\n", o->accum,
+                o->batch);
+        return 2;
+    }
+    if (o->grad_bits != 8 && o->grad_bits != 32) {
+        fprintf(stderr, "error: --grad-bits %d: gradients are held in 32 bits (fp32) or 8 (AGoQ's 8-bit block-wise "
+                        "dynamic map)\n", o->grad_bits);
+        return 2;
+    }
     if (o->threads < 0 || o->data.limit_train < 0 || o->data.limit_test < 0) {
         fprintf(stderr, "error: --threads, --limit-train and --limit-test must not be negative\n");
         return 2;
@@ -379,6 +392,7 @@ static actc_trainer_opts trainer_opts(const train_opts *o, int steps)
     t.schedule.total_steps = (uint64_t)o->epochs * (uint64_t)steps;
     t.clip = o->clip;
     t.accum = o->accum;
+    t.grad_bits = o->grad_bits;
     t.seed = o->seed;
     t.controller = o->ctl;
     t.controller.alert_fraction = o->alert;

@@ -21,6 +21,12 @@ typedef struct {
     size_t numel;
     int ndim, shape[ACTC_MAX_DIMS];
     int pending;             /* loads still expected                        */
+    const actc_node *saver;  /* the first node that saved it (alive while
+                                the entry is: nodes die with the tape)       */
+    actc_role role;          /* that save's role                             */
+    actc_node *recompute;    /* a reference to the output of this recompute
+                                region (actc_region_n): no payload, a load
+                                reruns the region; NULL for a payload        */
 } actc_store_entry;
 
 typedef struct {
@@ -41,6 +47,9 @@ struct actc_ctx {
     int sensitivity_pass;    /* set by the GACT controller around its extra
                                 passes (also reported as replaying)          */
     int in_backward;         /* backward_peak is being tracked               */
+    int exact_saves;         /* a recompute region's backward rerun: ACT
+                                saves are kept fp32 (they live only there)   */
+    int n_regions;           /* recompute regions recorded since the reset   */
     uint64_t seed, step, key_counter;
     uint32_t substep;        /* micro-batch of the step (actc_ctx_set_substep) */
     actc_grad_ready_fn on_grad; /* gradient-complete event                  */
@@ -80,6 +89,15 @@ actc_status actc__backward_nodes(actc_ctx *ctx, int lo);
  * they still hold too) and shorten the tape to lo. */
 void actc__tape_truncate(actc_ctx *ctx, int lo);
 void actc__store_free(actc_ctx *ctx);
+/* Decode the k-th save of node into a new tensor and leave it in the store. */
+actc_tensor *actc__store_peek(actc_ctx *ctx, actc_node *node, int k);
+/* actc_region_n for a one-input function (actc_region's NORM and ACT). */
+actc_tensor *actc__region_one(actc_ctx *ctx, actc_region_kind r, actc_segment_fn fn, void *user, actc_tensor *x);
+/* The recompute region (actc_region_n) whose output t is, if any. */
+actc_node *actc__region_producing(const actc_ctx *ctx, const actc_tensor *t);
+/* The output of recompute region node, rerun without a tape from its
+ * decoded inputs (its saves stay in the store). */
+actc_tensor *actc__region_value(actc_ctx *ctx, actc_node *region);
 /* Add the parameters among in[0..n) to ctx->collect (once each). */
 actc_status actc__collect_params(actc_ctx *ctx, int n, actc_tensor *const *in);
 /* The node holds these parameters' gradients open until it is done (a

@@ -74,8 +74,9 @@ actc_tensor *actc_region(actc_ctx *ctx, actc_region_kind r, actc_segment_fn fn, 
         actc_set_error(ACTC_ERR_INVALID, "actc_region: NULL context, function or input");
         return NULL;
     }
-    if (actc_ctx_plan_region(ctx, r) == ACTC_PLAN_RECOMPUTE) return actc_segment(ctx, fn, user, x);
-    return fn(ctx, x, user);
+    if (actc_ctx_plan_region(ctx, r) != ACTC_PLAN_RECOMPUTE) return fn(ctx, x, user);
+    if (r != ACTC_REGION_NORM && r != ACTC_REGION_ACT) return actc_segment(ctx, fn, user, x);
+    return actc__region_one(ctx, r, fn, user, x);
 }
 
 int actc_ctx_wants_segments(const actc_ctx *ctx)

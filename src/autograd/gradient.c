@@ -77,6 +77,8 @@ actc_status actc_param_set_grad_codec(actc_tensor *t, const char *codec)
         c = NULL;
     } else if (!strcmp(codec, "bf16")) {
         c = &actc_codec_bf16;
+    } else if (!strcmp(codec, "dyn8")) {
+        c = &actc_codec_dyn8;
     } else if (!strncmp(codec, "quant:", 6)) {
         long long b;
         if (actc_parse_int(codec + 6, 2, 8, &b) != ACTC_OK)
@@ -84,7 +86,7 @@ actc_status actc_param_set_grad_codec(actc_tensor *t, const char *codec)
         c = &actc_codec_quant;
         bits = (int)b;
     } else {
-        return actc_set_error(ACTC_ERR_INVALID, "unknown gradient codec '%s' (fp32, bf16 or quant:B)", codec);
+        return actc_set_error(ACTC_ERR_INVALID, "unknown gradient codec '%s' (fp32, bf16, dyn8 or quant:B)", codec);
     }
     if (!c && !t->gstate_) return ACTC_OK;
     form_state *g = state(t);

@@ -72,9 +72,10 @@ static void note_peak(actc_ctx *ctx)
 
 static void entry_free(actc_ctx *ctx, actc_store_entry *e)
 {
-    if (e->pending <= 0 && !e->blob) return;
+    if (e->pending <= 0 && !e->blob && !e->recompute) return;
     actc_mem_free(e->blob);
     e->blob = NULL;
+    e->recompute = NULL;
     ctx->st.stored_bytes -= e->bytes;
     ctx->cur_by_kind[e->kind] -= e->bytes;
     if (e->fp32_bytes) {
@@ -119,6 +120,8 @@ const char *actc_role_name(actc_role r)
         "projected"};
     return (unsigned)r < ACTC_ROLE_NROLES ? names[r] : "?";
 }
+
+int actc_role_is_attention(actc_role r) { return r >= ACTC_ROLE_ATTN_Q && r <= ACTC_ROLE_ATTN_STATS; }
 
 actc_status actc_save(actc_ctx *ctx, actc_node *node, const actc_tensor *t, actc_save_kind kind)
 {
@@ -186,12 +189,15 @@ static actc_status save_entry(actc_ctx *ctx, actc_node *node, const actc_tensor 
                         ctx->step, node, 0, ctx->seed};
     args.key = actc_rng_key(ctx->seed ^ 0x53544F5245ULL, actc__stream_step(ctx), d.stable_key);
     const actc_codec *codec = NULL;
+    /* The output of a recompute region is kept as a reference to it: a load
+     * reruns the region from its own saves (recompute.c). */
+    actc_node *region = kind == ACTC_SAVE_ACT && ref == t ? actc__region_producing(ctx, t) : NULL;
     switch (kind) {
     case ACTC_SAVE_MASK: codec = &actc_codec_mask1; break;
     case ACTC_SAVE_INDEX: codec = &actc_codec_index; break;
     case ACTC_SAVE_EXACT: codec = &actc_codec_fp32; break;
     default:
-        if (!ctx->policy) {
+        if (!ctx->policy || ctx->exact_saves || region) {
             codec = &actc_codec_fp32;
         } else {
             actc_status s = ctx->policy->choose(ctx->policy, &d, &codec, &args);
@@ -208,20 +214,26 @@ static actc_status save_entry(actc_ctx *ctx, actc_node *node, const actc_tensor 
     }
     actc_store_entry *e = &ctx->entries[ctx->n_entries];
     memset(e, 0, sizeof *e);
-    e->bytes = codec->plan(&args, t->data, t->numel);
-    e->blob = actc_mem_alloc(ACTC_MEM_CONTEXT, e->bytes);
-    if (!e->blob) {
-        char shp[64], why[512];
-        snprintf(why, sizeof why, "%s", actc_last_error()); /* not the buffer being written */
-        return actc_set_error(ACTC_ERR_OOM, "%s (saving %s %s for backward)", why, node->op,
-                              actc_shape_str(t, shp, sizeof shp));
+    if (region) {
+        e->recompute = region;
+    } else {
+        e->bytes = codec->plan(&args, t->data, t->numel);
+        e->blob = actc_mem_alloc(ACTC_MEM_CONTEXT, e->bytes);
+        if (!e->blob) {
+            char shp[64], why[512];
+            snprintf(why, sizeof why, "%s", actc_last_error()); /* not the buffer being written */
+            return actc_set_error(ACTC_ERR_OOM, "%s (saving %s %s for backward)", why, node->op,
+                                  actc_shape_str(t, shp, sizeof shp));
+        }
+        codec->encode(&args, t->data, t->numel, e->blob);
     }
-    codec->encode(&args, t->data, t->numel, e->blob);
     e->tensor_id = t->id;
     e->ref_id = ref->id;
+    e->saver = node;
+    e->role = role->role;
     e->stable_key = d.stable_key;
     e->kind = kind;
-    e->codec = codec;
+    e->codec = region ? NULL : codec;
     e->args = args;
     e->numel = t->numel;
     e->ndim = t->ndim;
@@ -295,6 +307,30 @@ int actc_saved_lossless(const actc_ctx *ctx, const actc_node *node, int k)
     return e->codec == &actc_codec_fp32 || e->codec == &actc_codec_index;
 }
 
+/* A new tensor holding entry e's values (the k-th save of node): decoded,
+ * or for a reference to a recompute region, rerun. */
+static actc_tensor *decode_entry(actc_ctx *ctx, actc_store_entry *e, const actc_node *node, int k)
+{
+    if (e->pending <= 0 || (!e->blob && !e->recompute)) {
+        actc_set_error(ACTC_ERR_STATE, "save %d of operator %s is no longer in the store", k, node->op);
+        return NULL;
+    }
+    if (e->recompute) {
+        actc_tensor *y = actc__region_value(ctx, e->recompute);
+        if (y && (y->numel != e->numel || y->ndim != e->ndim ||
+              memcmp(y->shape, e->shape, (size_t)e->ndim * sizeof *y->shape))) {
+            actc_tensor_release(y);
+            actc_set_error(ACTC_ERR_STATE, "the recompute region saved by operator %s changed its output's shape "
+                                           "on a rerun", node->op);
+            return NULL;
+        }
+        return y;
+    }
+    actc_tensor *t = actc_tensor_new(ACTC_MEM_SCRATCH, e->ndim, e->shape);
+    if (t) e->codec->decode(&e->args, e->blob, e->numel, t->data);
+    return t;
+}
+
 actc_tensor *actc_load(actc_ctx *ctx, actc_node *node, int k)
 {
     if (!node || k < 0 || k >= node->n_slots_) {
@@ -307,17 +343,23 @@ actc_tensor *actc_load(actc_ctx *ctx, actc_node *node, int k)
         actc_set_error(ACTC_ERR_STATE, "save %d of operator %s was already loaded", k, node->op);
         return NULL;
     }
-    actc_store_entry *e = &ctx->entries[slot];
-    if (e->pending <= 0 || !e->blob) {
-        actc_set_error(ACTC_ERR_STATE, "save %d of operator %s is no longer in the store", k, node->op);
-        return NULL;
-    }
-    actc_tensor *t = actc_tensor_new(ACTC_MEM_SCRATCH, e->ndim, e->shape);
+    actc_tensor *t = decode_entry(ctx, &ctx->entries[slot], node, k);
     if (!t) return NULL;
-    e->codec->decode(&e->args, e->blob, e->numel, t->data);
+    /* entries may have moved if a region's rerun saved anything */
+    actc_store_entry *e = &ctx->entries[slot];
     node->slots_[k] = -1;
     if (--e->pending == 0) entry_free(ctx, e);
     return t;
+}
+
+actc_tensor *actc__store_peek(actc_ctx *ctx, actc_node *node, int k)
+{
+    const int slot = k >= 0 && k < node->n_slots_ ? node->slots_[k] : -1;
+    if (slot < 0) {
+        actc_set_error(ACTC_ERR_STATE, "save %d of operator %s is no longer in the store", k, node->op);
+        return NULL;
+    }
+    return decode_entry(ctx, &ctx->entries[slot], node, k);
 }
 
 actc_status actc_load_rows(actc_ctx *ctx, actc_node *node, int k, int row0, int nrows, float *dst)
@@ -327,8 +369,24 @@ actc_status actc_load_rows(actc_ctx *ctx, actc_node *node, int k, int row0, int 
                               node ? node->op : "?", node ? node->n_slots_ : 0);
     int slot = node->slots_[k];
     actc_store_entry *e = slot >= 0 ? &ctx->entries[slot] : NULL;
-    if (!e || e->pending <= 0 || !e->blob)
+    if (!e || e->pending <= 0 || (!e->blob && !e->recompute))
         return actc_set_error(ACTC_ERR_STATE, "save %d of operator %s is no longer in the store", k, node->op);
+    if (e->recompute) {
+        /* rerun the region whole (chunked readers of a region's output pay
+         * one rerun per chunk: none of the operators that read in chunks
+         * consumes one today) */
+        actc_tensor *all = decode_entry(ctx, e, node, k);
+        if (!all) return actc_last_status();
+        const size_t d = all->numel / (size_t)(all->ndim > 0 ? all->shape[0] : 1);
+        if (row0 < 0 || nrows < 0 || (all->ndim > 0 && row0 + nrows > all->shape[0])) {
+            actc_tensor_release(all);
+            return actc_set_error(ACTC_ERR_INVALID, "actc_load_rows: rows %d..%d of a save of operator %s", row0,
+                                  row0 + nrows, node->op);
+        }
+        memcpy(dst, all->data + (size_t)row0 * d, (size_t)nrows * d * sizeof(float));
+        actc_tensor_release(all);
+        return ACTC_OK;
+    }
     const int rows = e->ndim > 0 ? e->shape[0] : 1;
     if (row0 < 0 || nrows < 0 || row0 + nrows > rows)
         return actc_set_error(ACTC_ERR_INVALID, "actc_load_rows: rows %d..%d of a save with %d (operator %s)", row0,
@@ -365,7 +423,8 @@ void actc__store_observe_grad(actc_ctx *ctx, actc_node *node)
     int n = 0;
     for (int k = 0; k < node->n_slots_; k++) {
         int slot = node->slots_[k];
-        if (slot >= 0 && ctx->entries[slot].kind == ACTC_SAVE_ACT && ctx->entries[slot].pending > 0)
+        if (slot >= 0 && ctx->entries[slot].kind == ACTC_SAVE_ACT && ctx->entries[slot].pending > 0 &&
+            ctx->entries[slot].codec)
             keys[n++] = ctx->entries[slot].stable_key;
     }
     if (!n) return;
@@ -401,6 +460,31 @@ void actc__store_free(actc_ctx *ctx)
 }
 
 void actc_store_get_stats(const actc_ctx *ctx, actc_store_stats *out) { *out = ctx->st; }
+
+int actc_store_list(const actc_ctx *ctx, actc_store_item *out, int cap)
+{
+    int n = 0;
+    for (int i = 0; ctx && i < ctx->n_entries; i++) {
+        const actc_store_entry *e = &ctx->entries[i];
+        if (e->pending <= 0) continue;
+        if (out && n < cap) {
+            actc_store_item *it = &out[n];
+            memset(it, 0, sizeof *it);
+            snprintf(it->op, sizeof it->op, "%s", e->saver->op);
+            snprintf(it->scope, sizeof it->scope, "%s", e->saver->scope_);
+            snprintf(it->codec, sizeof it->codec, "%s", e->recompute ? "recompute" : e->codec->name);
+            it->role = e->role;
+            it->kind = e->kind;
+            it->ndim = e->ndim;
+            memcpy(it->shape, e->shape, sizeof it->shape);
+            it->stored_bytes = e->bytes;
+            it->fp32_bytes = e->fp32_bytes;
+            it->loads = e->pending;
+        }
+        n++;
+    }
+    return n;
+}
 
 void actc_store_reset_peak(actc_ctx *ctx)
 {

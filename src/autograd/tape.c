@@ -199,7 +199,8 @@ void actc_ctx_reset(actc_ctx *ctx)
     actc__store_clear(ctx);
     ctx->key_counter = 0;
     ctx->occ_used = 0;
-    ctx->no_record = ctx->replaying = ctx->in_backward = 0;
+    ctx->no_record = ctx->replaying = ctx->in_backward = ctx->exact_saves = 0;
+    ctx->n_regions = 0;
     if (ctx->occ) memset(ctx->occ, 0, ctx->occ_cap * sizeof *ctx->occ);
 }
 

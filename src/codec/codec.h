@@ -67,6 +67,43 @@ extern const actc_codec actc_codec_quant_tensor;
  * feature).  The payload's layout and byte count are in codec_division.c. */
 extern const actc_codec actc_codec_division;
 enum { ACTC_DIV_FULL = 0, ACTC_DIV_LFC_ONLY = 1, ACTC_DIV_HFC_ONLY = 2 };
+/* bitsandbytes-style 4-bit block-wise quantizer (codec_block4.c), AGoQ's
+ * activation format.  The flattened tensor is cut into blocks of
+ * args->group elements (0 means ACTC_B4_BLOCK; a power of two from
+ * ACTC_B4_BLOCK_MIN to ACTC_B4_BLOCK_MAX, the last block possibly shorter);
+ * per block one fp32 absmax over its (finite) elements, values divided by it
+ * and mapped to a 16-entry table: iparam[0] = ACTC_B4_NF4, _FP4_BNB (the
+ * table bitsandbytes calls fp4, smallest magnitude 1/192) or _FP4_E2M1 (OCP
+ * MX E2M1 / 6).  iparam[1] = 1: stochastic rounding between the two
+ * neighbouring table values (unbiased), else nearest.  Payload: the absmaxes,
+ * then two codes a byte (element 2j in the high nibble); ceil(n/G)*4 +
+ * ceil(n/2) bytes.  plan() records the resolved group, format and rounding
+ * in the args (policies validate; plan coerces bad values, see the file). */
+extern const actc_codec actc_codec_block4;
+enum { ACTC_B4_NF4 = 0, ACTC_B4_FP4_BNB = 1, ACTC_B4_FP4_E2M1 = 2 };
+#define ACTC_B4_BLOCK 64
+#define ACTC_B4_BLOCK_MIN 32
+#define ACTC_B4_BLOCK_MAX 4096
+/* "nf4", "fp4-bnb", "fp4-e2m1" -> the ACTC_B4_* format, anything else -1;
+ * and back (NULL for a value that is not a format). */
+int actc_block4_format(const char *name);
+const char *actc_block4_format_name(int fmt);
+/* 8-bit block-wise dynamic quantizer (codec_dyn8.c), AGoQ's and
+ * bitsandbytes' optimizer/gradient format: per block of args->group
+ * elements (0 means ACTC_DYN8_BLOCK; any positive size) one fp32 absmax,
+ * values divided by it and stored as the index of the nearest entry of the
+ * signed dynamic map (actc_dyn8_map), one byte each.  Payload: the
+ * absmaxes, then the codes; ceil(n/G)*4 + n bytes.  Deterministic. */
+extern const actc_codec actc_codec_dyn8;
+#define ACTC_DYN8_BLOCK 256
+/* The same as kernels on any float buffer (gradients, all-reduce shards);
+ * block <= 0 means ACTC_DYN8_BLOCK.  decode_add adds the decoded values to
+ * acc (accumulating shards).  The map: 256 ascending entries. */
+size_t actc_dyn8_bytes(size_t n, int block);
+void actc_dyn8_encode(const float *x, size_t n, int block, void *dst);
+void actc_dyn8_decode(const void *src, size_t n, int block, float *dst);
+void actc_dyn8_decode_add(const void *src, size_t n, int block, float *acc);
+const float *actc_dyn8_map(void);
 
 /* Per-sample sum over groups of the squared group range (max - min), with
  * the quantizer's grouping: ActNN's ||R_n||^2 for the sensitivity of sample n.

@@ -25,8 +25,18 @@
 #define NORM_EPS 1e-5f
 #define INIT_STD 0.02f
 
+struct tf_impl;
+
+/* A normalisation's parameters, as a recompute region's argument (it must
+ * outlive the step: it lives in the model). */
+typedef struct {
+    const struct tf_impl *t;
+    actc_tensor *g, *b;
+} norm_arg;
+
 typedef struct {
     actc_tensor *n1_g, *n1_b, *n2_g, *n2_b;     /* norms (b: gpt only)       */
+    norm_arg n1, n2;
     actc_tensor *wq, *bq, *wk, *bk, *wv, *bv;   /* attention projections     */
     actc_tensor *wo, *bo;
     actc_tensor *w1, *b1, *w2, *b2, *w3;        /* MLP (w3: llama's gate)    */
@@ -34,10 +44,11 @@ typedef struct {
     int index;
 } tf_layer;
 
-typedef struct {
+typedef struct tf_impl {
     int llama;
     tf_layer *layers;
     actc_tensor *wte, *wpe, *nf_g, *nf_b, *head;
+    norm_arg nf;
     int32_t *pos;       /* position ids 0..T-1 per row, grown on demand   */
     size_t pos_cap;
 } tf_impl;
@@ -59,9 +70,29 @@ static int step(actc_tensor **cur, actc_tensor *next)
     return next != NULL;
 }
 
-static actc_tensor *norm(const tf_impl *t, actc_ctx *ctx, actc_tensor *x, actc_tensor *g, actc_tensor *b)
+static actc_tensor *norm_fn(actc_ctx *ctx, actc_tensor *x, void *user)
 {
-    return t->llama ? actc_rmsnorm(ctx, x, g, NORM_EPS) : actc_layernorm(ctx, x, g, b, NORM_EPS);
+    const norm_arg *a = user;
+    return a->t->llama ? actc_rmsnorm(ctx, x, a->g, NORM_EPS) : actc_layernorm(ctx, x, a->g, a->b, NORM_EPS);
+}
+
+/* The norm as a region (AGoQ recomputes it from its input, and the layers
+ * reading its output save nothing of their own). */
+static actc_tensor *norm(actc_ctx *ctx, actc_tensor *x, const norm_arg *a)
+{
+    return actc_region(ctx, ACTC_REGION_NORM, norm_fn, (void *)a, x);
+}
+
+/* The MLP's activation of u (gated by x[1] for llama) as a region. */
+static actc_tensor *act_fn(actc_ctx *ctx, int n, actc_tensor *const *x, void *user)
+{
+    (void)user;
+    if (n == 1) return actc_gelu(ctx, x[0]);
+    actc_tensor *s = actc_silu(ctx, x[0]);
+    if (!s) return NULL;
+    actc_tensor *y = actc_mul(ctx, s, x[1]);
+    actc_tensor_release(s);
+    return y;
 }
 
 /* Q or K for llama: project, rotate in the [B, T, H, Dh] view, back to
@@ -83,7 +114,7 @@ static actc_tensor *attn_block(const actc_model *m, const tf_impl *t, const tf_l
                                actc_tensor *x)
 {
     const int H = m->opts.n_heads;
-    actc_tensor *h = norm(t, ctx, x, L->n1_g, L->n1_b), *q = NULL, *k = NULL, *v = NULL, *a = NULL, *o = NULL;
+    actc_tensor *h = norm(ctx, x, &L->n1), *q = NULL, *k = NULL, *v = NULL, *a = NULL, *o = NULL;
     if (!h) goto fail;
     if (t->llama) {
         q = rotated(ctx, h, L->wq, H);
@@ -119,22 +150,15 @@ fail:
 /* x + mlp(norm(x)); consumes x. */
 static actc_tensor *mlp_block(const tf_impl *t, const tf_layer *L, actc_ctx *ctx, actc_tensor *x)
 {
-    actc_tensor *h = norm(t, ctx, x, L->n2_g, L->n2_b), *u = NULL;
+    actc_tensor *h = norm(ctx, x, &L->n2), *u = NULL;
     if (!h) goto fail;
-    u = actc_linear(ctx, h, L->w1, L->b1);
-    if (t->llama) {
-        actc_tensor *gate = u ? actc_linear(ctx, h, L->w3, NULL) : NULL;
-        actc_tensor_release(h);
-        if (!gate || !(u = actc_silu_take(ctx, u)) || !step(&u, actc_mul(ctx, u, gate))) {
-            actc_tensor_release(gate);
-            goto fail;
-        }
-        actc_tensor_release(gate);
-    } else {
-        actc_tensor_release(h);
-        if (!u || !(u = actc_gelu_take(ctx, u))) goto fail;
-    }
-    if (!step(&u, actc_linear(ctx, u, L->w2, L->b2))) goto fail;
+    actc_tensor *in[2] = {actc_linear(ctx, h, L->w1, L->b1), NULL};
+    if (in[0] && t->llama) in[1] = actc_linear(ctx, h, L->w3, NULL);
+    actc_tensor_release(h);
+    if (in[0] && (!t->llama || in[1])) u = actc_region_n(ctx, ACTC_REGION_ACT, act_fn, NULL, t->llama ? 2 : 1, in);
+    actc_tensor_release(in[0]);
+    actc_tensor_release(in[1]);
+    if (!u || !step(&u, actc_linear(ctx, u, L->w2, L->b2))) goto fail;
     actc_tensor *y = actc_add_take(ctx, x, u);
     actc_tensor_release(u);
     return y;
@@ -214,10 +238,10 @@ static actc_tensor *tf_forward_tokens(actc_model *m, actc_ctx *ctx, const int32_
     if (!x) return NULL;
     if (actc_scope_push(ctx, "head") != ACTC_OK) return step(&x, NULL), NULL;
     actc_tensor *logits = NULL;
-    if (step(&x, norm(t, ctx, x, t->nf_g, t->nf_b))) {
-        int shp[2] = {B * T, m->opts.width};
-        if ((x = actc_reshape_take(ctx, x, 2, shp))) logits = actc_linear(ctx, x, t->head, NULL);
-    }
+    int shp[2] = {B * T, m->opts.width};
+    /* flattened first, so the head reads the norm's output itself */
+    if ((x = actc_reshape_take(ctx, x, 2, shp)) && step(&x, norm(ctx, x, &t->nf)))
+        logits = actc_linear(ctx, x, t->head, NULL);
     actc_scope_pop(ctx);
     actc_tensor_release(x);
     return logits;
@@ -301,6 +325,8 @@ actc_status actc__transformer_build(actc_model *m, const char *name)
         if (bias) y->bo = param(&b, "attn.proj.bias", 0, D, 0, 0.0f);
         y->n2_g = param(&b, "norm2.weight", 0, D, 0, 1.0f);
         if (bias) y->n2_b = param(&b, "norm2.bias", 0, D, 0, 0.0f);
+        y->n1 = (norm_arg){t, y->n1_g, y->n1_b};
+        y->n2 = (norm_arg){t, y->n2_g, y->n2_b};
         y->w1 = param(&b, "mlp.fc1.weight", hidden, D, INIT_STD, 0);
         if (bias) y->b1 = param(&b, "mlp.fc1.bias", 0, hidden, 0, 0.0f);
         if (t->llama) y->w3 = param(&b, "mlp.gate.weight", hidden, D, INIT_STD, 0);
@@ -314,6 +340,7 @@ actc_status actc__transformer_build(actc_model *m, const char *name)
     b.prefix[0] = '\0';
     t->nf_g = param(&b, "norm_f.weight", 0, D, 0, 1.0f);
     if (bias) t->nf_b = param(&b, "norm_f.bias", 0, D, 0, 0.0f);
+    t->nf = (norm_arg){t, t->nf_g, t->nf_b};
     t->head = t->llama ? param(&b, "head.weight", V, D, INIT_STD, 0) : t->wte;
     if (!t->wte || (!t->llama && !t->wpe) || !t->nf_g || (bias && !t->nf_b) || !t->head)
         return actc_last_status();

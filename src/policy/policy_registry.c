@@ -42,6 +42,13 @@ static const char *const g_list =
     "  gact:CB2          gact:CB1 with memory-efficient attention\n"
     "  gact:CKPT         segment checkpointing without compression (the baseline)\n"
     "  gact:L0           no compression (= none)\n"
+    "  agoq              AGoQ's layer-aware rule (block=128,fmt=fp4-bnb): attention's\n"
+    "                    saves and the loss's exact; normalisations and activations\n"
+    "                    recomputed in backward from their 4-bit inputs (the linear\n"
+    "                    layers reading their outputs store nothing); other saves 4-bit\n"
+    "  agoq:block=B,fmt=F,round=R  blocks of B (32..4096, a power of two), F = fp4-bnb\n"
+    "                    (bitsandbytes' FP4), fp4-e2m1 (OCP MX) or nf4, R = nearest or\n"
+    "                    stochastic\n"
     "  compact[:opts]    CompAct: the linear layers of the transformer blocks save a random\n"
     "                    projection x P of their input (rank r) and get a low-rank weight\n"
     "                    gradient the optimizer steps in the subspace; opts, comma-separated:\n"
@@ -226,6 +233,34 @@ static actc_status parse_gact(const char *spec, const char *arg, actc_policy **o
 
 static actc_status policy_create(const char *spec, actc_policy **out);
 
+/* agoq[:block=B,fmt=F,round=nearest|stochastic] */
+static actc_status parse_agoq(const char *spec, const char *args, actc_policy **out)
+{
+    char buf[96];
+    if (strlen(args) >= sizeof buf) return bad_spec(spec, "too long");
+    strcpy(buf, args);
+    int block = ACTC_AGOQ_BLOCK, fmt = ACTC_B4_FP4_BNB, stochastic = 0;
+    const size_t len0 = strlen(buf);
+    if (len0 && (buf[0] == ',' || buf[len0 - 1] == ',' || strstr(buf, ",,"))) return bad_spec(spec, "empty option");
+    for (char *save = NULL, *opt = strtok_r(buf, ",", &save); opt; opt = strtok_r(NULL, ",", &save)) {
+        if (!strncasecmp(opt, "block=", 6)) {
+            if (!parse_int(opt + 6, ACTC_B4_BLOCK_MIN, ACTC_B4_BLOCK_MAX, &block) || (block & (block - 1)))
+                return bad_spec(spec, "agoq's block= is a power of two from 32 to 4096 (the paper: 128)");
+        } else if (!strncasecmp(opt, "fmt=", 4)) {
+            if ((fmt = actc_block4_format(opt + 4)) < 0)
+                return bad_spec(spec, "agoq's fmt= is fp4-bnb (bitsandbytes' FP4), fp4-e2m1 (OCP MX) or nf4");
+        } else if (!strcasecmp(opt, "round=nearest") || !strcasecmp(opt, "round=stochastic")) {
+            stochastic = tolower((unsigned char)opt[6]) == 's';
+        } else {
+            return bad_spec(spec, "agoq's options are block=B, fmt=fp4-bnb|fp4-e2m1|nf4, round=nearest|stochastic");
+        }
+    }
+    char canon[96];
+    snprintf(canon, sizeof canon, "agoq:block=%d,fmt=%s%s", block, actc_block4_format_name(fmt),
+             stochastic ? ",round=stochastic" : "");
+    return actc__policy_agoq(canon, block, fmt, stochastic, out);
+}
+
 /* compact[:opt,...][+codec policy] */
 static actc_status parse_compact(const char *spec, actc_policy **out)
 {
@@ -352,6 +387,9 @@ static actc_status policy_create(const char *spec, actc_policy **out)
     if (!strncasecmp(spec, "actnn:", 6)) return parse_actnn(spec, spec + 6, out);
     if (!strncasecmp(spec, "gact:", 5)) return parse_gact(spec, spec + 5, out);
     if (!strcasecmp(spec, "division")) return parse_division(spec, "", out);
+    if (!strcasecmp(spec, "agoq")) return parse_agoq(spec, "", out);
+    if (!strncasecmp(spec, "agoq:", 5))
+        return spec[5] ? parse_agoq(spec, spec + 5, out) : bad_spec(spec, "no options after 'agoq:'");
     if (!strncasecmp(spec, "division:", 9))
         return spec[9] ? parse_division(spec, spec + 9, out) : bad_spec(spec, "no options after 'division:'");
     return actc_set_error(ACTC_ERR_INVALID, "unknown compression policy '%s'; valid values:\n%s", spec, g_list);

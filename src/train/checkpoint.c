@@ -139,7 +139,7 @@ static void put_trainer(actc__wbuf *w, const actc_trainer_opts *o)
     actc__w_f32(w, o->eps);
     actc__w_u32(w, (uint32_t)o->schedule.kind);
     actc__w_f32(w, o->schedule.min_lr);
-    actc__w_u32(w, 0); /* reserved */
+    actc__w_u32(w, (uint32_t)o->grad_bits); /* 0 in checkpoints before 0.5: fp32 */
     actc__w_u64(w, o->schedule.warmup_steps);
     actc__w_u64(w, o->schedule.total_steps);
     actc__w_u64(w, o->schedule.step_size);
@@ -163,7 +163,7 @@ static void get_trainer(actc__rbuf *r, actc_trainer_opts *o)
     o->eps = actc__r_f32(r);
     o->schedule.kind = (actc_lr_kind)actc__r_u32(r);
     o->schedule.min_lr = actc__r_f32(r);
-    (void)actc__r_u32(r);
+    o->grad_bits = (int)actc__r_u32(r);
     o->schedule.warmup_steps = actc__r_u64(r);
     o->schedule.total_steps = actc__r_u64(r);
     o->schedule.step_size = actc__r_u64(r);

@@ -65,7 +65,7 @@ static void text(out *o, const actc_mem_stats *ms, const actc_store_stats *ss, c
             actc_format_bytes(ss->fp32_by_kind[k], b, sizeof b));
     }
     if (ss->backward_peak > ss->forward_bytes)
-        put(o, "context with recomputed segments: %s before backward, peak %s during backward\n",
+        put(o, "context with recomputed segments or regions: %s before backward, peak %s during backward\n",
             actc_format_bytes(ss->forward_bytes, a, sizeof a), actc_format_bytes(ss->backward_peak, b, sizeof b));
     if (g && (g->by_form[ACTC_GRAD_LOWRANK] || g->by_form[ACTC_GRAD_QUANT])) {
         char c[32], d[32];

@@ -60,6 +60,10 @@ static actc_status resolve_opts(actc_trainer_opts *o)
     /* Nesterov needs momentum: without it the option means nothing. */
     if (o->momentum == 0.0f) o->nesterov = 0;
     if (o->accum < 1) return actc_set_error(ACTC_ERR_INVALID, "accum %d: need at least 1 micro-batch a step", o->accum);
+    if (o->grad_bits == 0) o->grad_bits = 32;
+    if (o->grad_bits != 8 && o->grad_bits != 32)
+        return actc_set_error(ACTC_ERR_INVALID, "grad_bits %d: gradients are held in 32 bits (fp32) or 8 (AGoQ's "
+                                                "block-wise dynamic map)", o->grad_bits);
     if (!isfinite(o->clip) || o->clip < 0.0f)
         return actc_set_error(ACTC_ERR_INVALID, "clip %g must be finite and >= 0 (0: off)", (double)o->clip);
     o->schedule.base_lr = o->lr;
@@ -99,6 +103,8 @@ actc_status actc_trainer_new(actc_model *m, const actc_trainer_opts *opts, actc_
         s = actc_set_error(ACTC_ERR_OOM, "out of memory for a trainer");
         goto fail;
     }
+    for (int i = 0; o.grad_bits == 8 && i < t->np; i++)
+        if ((s = actc_param_set_grad_codec(t->params[i], "dyn8")) != ACTC_OK) goto fail;
     if (!(t->ctx = actc_ctx_new())) goto fail_status;
     if ((s = actc_ctx_set_policy(t->ctx, o.policy)) != ACTC_OK) goto fail;
     actc_ctx_set_seed(t->ctx, o.seed);

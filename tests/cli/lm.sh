@@ -88,6 +88,25 @@ expect_fail "--init with --resume" "exclude each other" $ACTC train --init $D/g.
 expect_fail "compact matching no layer" "projected no linear layer" \
     $ACTC train $TINY --data text:$D/corpus.txt --compress compact:layers=nothing
 expect_fail "compact with r out of range" "r= is a fraction" $ACTC train $TINY --data text:$D/corpus.txt --compress compact:r=1.5
+# AGoQ through the command: llama trains with 4-bit recomputed activations and
+# 8-bit gradients over two micro-batches; inspect prints one block per
+# component next to the paper's Table 1; bad formats, blocks, gradient
+# widths and micro-batch counts are refused.
+LLAMA=${TINY/--model gpt/--model llama}
+out=$($ACTC train $LLAMA --data text:$D/corpus.txt --epochs 1 --compress agoq --grad-bits 8 --accum 2 2>&1); rc=$?
+abpb=$(echo "$out" | sed -n 's/.*= \([0-9.]*\) bits per byte.*/\1/p' | tail -1)
+[ $rc -eq 0 ] && echo "$out" | grep -q "encoded" && awk -v b="$abpb" -v u="$uni" 'BEGIN { exit !(b < u) }' \
+    && pass "agoq + --grad-bits 8 + --accum 2: $abpb bpb, gradients encoded" \
+    || { fail "agoq with 8-bit gradients (exit $rc, bpb '$abpb')"; echo "$out" | tail -5; }
+out=$($ACTC inspect --model llama --layers 2 --width 32 --heads 2 --context 32 --batch 4 --data text:$D/corpus.txt \
+      --compress agoq:fmt=nf4 2>&1); rc=$?
+[ $rc -eq 0 ] && echo "$out" | grep -q "^  QKV input " && echo "$out" | grep -q "^  activation function " \
+    && echo "$out" | grep -q "28.00U *7.75U" \
+    && pass "inspect agoq: one block per component with the paper's columns" || { fail "inspect agoq (exit $rc)"; echo "$out" | tail -12; }
+expect_fail "agoq with an unknown format" "fp4-bnb .*fp4-e2m1 .*nf4" $ACTC train $LLAMA --data text:$D/corpus.txt --compress agoq:fmt=fp4
+expect_fail "agoq with a bad blocksize" "power of two" $ACTC train $LLAMA --data text:$D/corpus.txt --compress agoq:block=100
+expect_fail "--grad-bits 16" "--grad-bits 16" $ACTC train $LLAMA --data text:$D/corpus.txt --grad-bits 16
+expect_fail "--accum not dividing the batch" "does not divide --batch 8" $ACTC train $LLAMA --data text:$D/corpus.txt --accum 3
 expect_fail "eval a language model on images" "language model" $ACTC eval --checkpoint $D/g.ckpt --data fmnist
 expect_fail "generate without a checkpoint" "checkpoint" $ACTC generate --prompt hi
 expect_fail "bad temperature" "temperature" $ACTC generate --checkpoint $D/g.ckpt --temperature -1

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# CompAct's memory (issue 18): the allocator peak, the context before
-# backward, the gradients, the optimizer state and the process peak RSS of a
-# two-step llama-mini run per policy and batch size (the paper's Table 3 and
-# Figure 7 in shape), each run in its own process, and the ratio of each
-# peak to `none`'s at the same batch (`-` when none is not in POLICIES or
-# comes later).  Memory figures do not depend on the
-# machine's load, so this may run beside other work.
+# Memory per policy (CompAct's Table 3 and Figure 7 in shape, AGoQ's
+# savings): the allocator peak, the context before backward, the gradients,
+# the optimizer state and the process peak RSS of a two-step run per policy
+# and batch size, each run in its own process, and the ratio of each peak to
+# `none`'s at the same batch (`-` when none is not in POLICIES or comes
+# later).  A policy may carry extra `actc train` flags after '@'s:
+# "agoq@--grad-bits@8".  Memory figures do not depend on the machine's
+# load, so this may run beside other work.
 #
-# usage: bench/compact_memory.sh [BUILD_DIR] [MODEL]
-#        BATCHES="4 8 16 32 64" POLICIES="none compact:r=0.25 ..." THREADS=1
+# usage: bench/policy_memory.sh [BUILD_DIR] [MODEL]
+#        BATCHES="4 8 16 32 64" POLICIES="none compact:r=0.25 agoq@--grad-bits@8 ..." THREADS=1
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../build}
@@ -26,7 +27,11 @@ for b in $batches; do
     base=""
     for p in $policies; do
         : > "$log"
-        if ! out=$("$build/actc" train --model "$model" --compress "$p" --data text --epochs 1 --epoch-steps 2 --batch "$b" \
+        spec=${p%%@*}
+        extra=""
+        [ "$spec" != "$p" ] && extra=${p#*@} && extra=${extra//@/ }
+        # shellcheck disable=SC2086 # extra is a list of flags
+        if ! out=$("$build/actc" train --model "$model" --compress "$spec" $extra --data text --epochs 1 --epoch-steps 2 --batch "$b" \
               --eval-tokens 1024 --threads "$threads" --progress off --log "$log" 2>&1); then
             echo "$p batch $b failed: $out" >&2
             continue

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# CompAct's step time against none's (issue 18: "a compact:r=0.25 step is
-# not slower than none"): bench_step's full AdamW training step on one
-# model, policies interleaved for ROUNDS rounds so that drift and other load
-# hit all alike, best round of each.  Prints per policy the wall-clock
+# A policy's step time against none's (CompAct, issue 18: "a compact:r=0.25
+# step is not slower than none"; AGoQ, issue 19: at most 15% slower):
+# bench_step's full AdamW training step on one model, policies interleaved
+# for ROUNDS rounds so that drift and other load hit all alike, best round of
+# each.  Prints per policy the wall-clock
 # tokens/s with the forward / backward / optimizer split, and the CPU time
 # of a step (user + system of a STEPS-step run minus a 1-step run, divided
 # by STEPS - 1: setup and warm-up cancel), each with its ratio to none.  The
 # CPU time is the figure to trust on a machine that is not idle; the wall
 # clock is on an idle one.  Each run is its own process.
 #
-# usage: bench/compact_speed.sh [BUILD_DIR] [MODEL:BATCH:SEQ]   (default build, llama-mini:8:256)
+# usage: bench/policy_speed.sh [BUILD_DIR] [MODEL:BATCH:SEQ]   (default build, llama-mini:8:256)
 #        ROUNDS=3 THREADS=1 STEPS=5 POLICIES="none compact:r=0.25 ..."
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
