@@ -477,8 +477,11 @@ ACTC_API actc_tensor *actc_region(actc_ctx *ctx, actc_region_kind r, actc_segmen
                                   actc_tensor *x);
 /* A region of n inputs (1..ACTC_NODE_MAX_INPUTS): fn computes a small
  * function of x[0..n) (a normalisation, a gated activation) and returns a
- * new reference to its output; it must not release the inputs.  Kinds
- * NORM and ACT only.  Recomputed (plan ACTC_PLAN_RECOMPUTE, training, an
+ * new reference to its output.  actc_region_n takes the caller's
+ * references to x (as the _take operators do; on failure too) and hands fn
+ * one reference to each, which fn must release (or give to _take
+ * operators), on failure too: run directly, with no other references, fn's
+ * in-place operators reuse the inputs' buffers.  Kinds NORM and ACT only.  Recomputed (plan ACTC_PLAN_RECOMPUTE, training, an
  * input that needs a gradient), fn runs without a tape and the region
  * records one node ("recompute") that saves only its inputs, through the
  * policy (roles NORM_IN or ACT_IN); a later ACT save of the region's output

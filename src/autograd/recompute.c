@@ -34,15 +34,19 @@ typedef struct {
 
 static actc_status rerun_backward(actc_ctx *ctx, actc_node *node);
 
+/* A one-input function that borrows x, called as a region's (which owns it). */
 static actc_tensor *call_segment(actc_ctx *ctx, int n, actc_tensor *const *x, void *user)
 {
     (void)n;
     const rerun_state *st = user;
-    return st->seg_fn(ctx, x[0], st->seg_user);
+    actc_tensor *y = st->seg_fn(ctx, x[0], st->seg_user);
+    actc_tensor_release(x[0]);
+    return y;
 }
 
-/* Rerun node's function on x in the scope and random stream the forward
- * had (dropout draws the same masks; actc_ctx_replaying() is 1). */
+/* Rerun node's function on x (it takes the references) in the scope and
+ * random stream the forward had (dropout draws the same masks;
+ * actc_ctx_replaying() is 1). */
 static actc_tensor *rerun(actc_ctx *ctx, const actc_node *node, actc_tensor *const *x)
 {
     const rerun_state *st = node->user;
@@ -76,16 +80,17 @@ actc_node *actc__region_producing(const actc_ctx *ctx, const actc_tensor *t)
 actc_tensor *actc__region_value(actc_ctx *ctx, actc_node *region)
 {
     actc_tensor *x[ACTC_NODE_MAX_INPUTS] = {0};
-    actc_tensor *y = NULL;
     const int n = region->n_inputs;
-    for (int i = 0; i < n; i++)
-        if (!(x[i] = actc__store_peek(ctx, region, i))) goto done;
+    for (int i = 0; i < n; i++) {
+        if (!(x[i] = actc__store_peek(ctx, region, i))) {
+            for (int j = 0; j < i; j++) actc_tensor_release(x[j]);
+            return NULL;
+        }
+    }
     const int no_record = ctx->no_record;
     ctx->no_record = 1;
-    y = rerun(ctx, region, x);
+    actc_tensor *y = rerun(ctx, region, x);
     ctx->no_record = no_record;
-done:
-    for (int i = 0; i < n; i++) actc_tensor_release(x[i]);
     return y;
 }
 
@@ -109,17 +114,19 @@ static actc_status rerun_backward(actc_ctx *ctx, actc_node *node)
     const int lo = ctx->n_nodes;
     if (loaded < n) {
         s = actc_last_status();
+        for (int i = 0; i < loaded; i++) actc_tensor_release(x[i]);
     } else {
+        /* The function takes the decoded inputs: the rerun operators saved
+         * what their backward needs, and the inputs and, once its gradient
+         * is handed over, the output are dead weight during this backward
+         * (two activations at the peak); the tape references keep the
+         * inputs' structs for their gradients. */
         const int exact = ctx->exact_saves;
         ctx->exact_saves = st->region;
         y = rerun(ctx, node, x);
         ctx->exact_saves = exact;
         s = y ? ACTC_OK : actc_last_status();
     }
-    /* The rerun operators saved what their backward needs: the decoded
-     * inputs and, once its gradient is handed over, the output are dead
-     * weight during this backward (two activations at the peak). */
-    for (int i = 0; i < loaded; i++) actc_tensor_release(x[i]);
     if (y && y->requires_grad && ctx->n_nodes > lo) {
         s = actc_grad_adopt(ctx, y, actc_grad_take(node));
         actc_tensor_release(y);
@@ -141,21 +148,28 @@ static actc_status rerun_backward(actc_ctx *ctx, actc_node *node)
 }
 
 /* Run st's function on x without a tape, then record the node that saves x
- * with role (or return the function's result alone when nothing records). */
+ * with role (or return the function's result alone when nothing records).
+ * The function takes one reference to each input: the caller's (take) or
+ * one made here. */
 static actc_tensor *record(actc_ctx *ctx, rerun_state *st, const char *op, actc_role role, int n,
-                           actc_tensor *const *x)
+                           actc_tensor *const *x, int take)
 {
     rerun_state *own = malloc(sizeof *own);
     if (!own) {
         actc_set_error(ACTC_ERR_OOM, "out of memory for a %s", op);
+        for (int i = 0; take && i < n; i++) actc_tensor_release(x[i]);
         return NULL;
     }
     *own = *st;
     own->key_counter = ctx->key_counter;
     if (own->seg_fn) own->user = own; /* call_segment reads seg_fn from here */
-    /* Our references keep the inputs intact: in-place (_take) operators in
-     * the function see shared tensors and write elsewhere. */
-    for (int i = 0; i < n; i++) actc_tensor_retain(x[i]);
+    /* Our references keep the inputs intact until they are saved: in-place
+     * (_take) operators in the function see shared tensors and write
+     * elsewhere. */
+    for (int i = 0; i < n; i++) {
+        actc_tensor_retain(x[i]);
+        if (!take) actc_tensor_retain(x[i]);
+    }
     /* The parameters the function uses: the node holds their gradients open
      * until it is differentiated (gradient-complete events wait for it). */
     actc_param_list used = {0};
@@ -205,51 +219,53 @@ actc_tensor *actc_segment(actc_ctx *ctx, actc_segment_fn fn, void *user, actc_te
     if (!ctx->training || ctx->no_record || !x->requires_grad) return fn(ctx, x, user);
     rerun_state st = {call_segment, NULL, 0, 0, fn, user};
     /* The segment is recomputed from x: not linear in it. */
-    return record(ctx, &st, "segment", ACTC_ROLE_SEGMENT_IN, 1, &x);
+    return record(ctx, &st, "segment", ACTC_ROLE_SEGMENT_IN, 1, &x, 0);
 }
 
-/* A region of kind r running st's function on x[0..n). */
+/* A region of kind r running st's function on x[0..n), whose references it
+ * takes (on failure too). */
 static actc_tensor *region(actc_ctx *ctx, actc_region_kind r, rerun_state *st, int n, actc_tensor *const *x)
 {
-    if (!ctx || !x || n < 1 || n > ACTC_NODE_MAX_INPUTS) {
+    int grad = 0, ok = ctx && x && n >= 1 && n <= ACTC_NODE_MAX_INPUTS;
+    if (!ok)
         actc_set_error(ACTC_ERR_INVALID, "actc_region_n: NULL context or inputs, or %d inputs (1..%d)", n,
                        ACTC_NODE_MAX_INPUTS);
-        return NULL;
+    else if (r != ACTC_REGION_NORM && r != ACTC_REGION_ACT)
+        ok = 0, actc_set_error(ACTC_ERR_INVALID,
+                               "actc_region_n: region kind %d is not an input-recompute kind (NORM, ACT)", (int)r);
+    for (int i = 0; ok && i < n; i++) {
+        if (!x[i] || !x[i]->data)
+            ok = 0, actc_set_error(ACTC_ERR_INVALID, "actc_region_n: input %d is NULL or has no data", i);
+        else
+            grad |= x[i]->requires_grad;
     }
-    if (r != ACTC_REGION_NORM && r != ACTC_REGION_ACT) {
-        actc_set_error(ACTC_ERR_INVALID, "actc_region_n: region kind %d is not an input-recompute kind (NORM, ACT)",
-                       (int)r);
+    if (!ok) {
+        for (int i = 0; x && i < n && i < ACTC_NODE_MAX_INPUTS; i++) actc_tensor_release(x[i]);
         return NULL;
-    }
-    int grad = 0;
-    for (int i = 0; i < n; i++) {
-        if (!x[i] || !x[i]->data) {
-            actc_set_error(ACTC_ERR_INVALID, "actc_region_n: input %d is NULL or has no data", i);
-            return NULL;
-        }
-        grad |= x[i]->requires_grad;
     }
     if (actc_ctx_plan_region(ctx, r) != ACTC_PLAN_RECOMPUTE || !ctx->training || ctx->no_record || !grad) {
         rerun_state direct = *st;
         if (direct.seg_fn) direct.user = &direct;
         return direct.fn(ctx, n, x, direct.user);
     }
-    return record(ctx, st, "recompute", r == ACTC_REGION_NORM ? ACTC_ROLE_NORM_IN : ACTC_ROLE_ACT_IN, n, x);
+    return record(ctx, st, "recompute", r == ACTC_REGION_NORM ? ACTC_ROLE_NORM_IN : ACTC_ROLE_ACT_IN, n, x, 1);
 }
 
 actc_tensor *actc_region_n(actc_ctx *ctx, actc_region_kind r, actc_region_fn fn, void *user, int n,
                            actc_tensor *const *x)
 {
+    rerun_state st = {fn, user, 0, 1, NULL, NULL};
     if (!fn) {
         actc_set_error(ACTC_ERR_INVALID, "actc_region_n: NULL function");
+        for (int i = 0; x && i < n && i < ACTC_NODE_MAX_INPUTS; i++) actc_tensor_release(x[i]);
         return NULL;
     }
-    rerun_state st = {fn, user, 0, 1, NULL, NULL};
     return region(ctx, r, &st, n, x);
 }
 
 actc_tensor *actc__region_one(actc_ctx *ctx, actc_region_kind r, actc_segment_fn fn, void *user, actc_tensor *x)
 {
     rerun_state st = {call_segment, NULL, 0, 1, fn, user};
+    actc_tensor_retain(x); /* actc_region borrows x; the region takes a reference */
     return region(ctx, r, &st, 1, &x);
 }

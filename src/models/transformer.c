@@ -83,15 +83,16 @@ static actc_tensor *norm(actc_ctx *ctx, actc_tensor *x, const norm_arg *a)
     return actc_region(ctx, ACTC_REGION_NORM, norm_fn, (void *)a, x);
 }
 
-/* The MLP's activation of u (gated by x[1] for llama) as a region. */
+/* The MLP's activation of u (gated by x[1] for llama) as a region; it takes
+ * the inputs, so outside a recompute the derivative overwrites u's buffer. */
 static actc_tensor *act_fn(actc_ctx *ctx, int n, actc_tensor *const *x, void *user)
 {
     (void)user;
-    if (n == 1) return actc_gelu(ctx, x[0]);
-    actc_tensor *s = actc_silu(ctx, x[0]);
-    if (!s) return NULL;
-    actc_tensor *y = actc_mul(ctx, s, x[1]);
+    if (n == 1) return actc_gelu_take(ctx, x[0]);
+    actc_tensor *s = actc_silu_take(ctx, x[0]);
+    actc_tensor *y = s ? actc_mul(ctx, s, x[1]) : NULL;
     actc_tensor_release(s);
+    actc_tensor_release(x[1]);
     return y;
 }
 
@@ -155,9 +156,12 @@ static actc_tensor *mlp_block(const tf_impl *t, const tf_layer *L, actc_ctx *ctx
     actc_tensor *in[2] = {actc_linear(ctx, h, L->w1, L->b1), NULL};
     if (in[0] && t->llama) in[1] = actc_linear(ctx, h, L->w3, NULL);
     actc_tensor_release(h);
-    if (in[0] && (!t->llama || in[1])) u = actc_region_n(ctx, ACTC_REGION_ACT, act_fn, NULL, t->llama ? 2 : 1, in);
-    actc_tensor_release(in[0]);
-    actc_tensor_release(in[1]);
+    if (in[0] && (!t->llama || in[1])) {
+        u = actc_region_n(ctx, ACTC_REGION_ACT, act_fn, NULL, t->llama ? 2 : 1, in); /* takes in[] */
+    } else {
+        actc_tensor_release(in[0]);
+        actc_tensor_release(in[1]);
+    }
     if (!u || !step(&u, actc_linear(ctx, u, L->w2, L->b2))) goto fail;
     actc_tensor *y = actc_add_take(ctx, x, u);
     actc_tensor_release(u);
