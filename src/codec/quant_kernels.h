@@ -16,24 +16,10 @@
 #define ACTC_QUANT_KERNELS_H
 #include <stddef.h>
 #include <stdint.h>
+#include "../core/core.h"
 
-/* Kernels are compiled once per x86 ISA level and picked at load time (the
- * library is built without -march, for any x86-64 machine).  Also used by
- * the other codecs' hot loops (codec_division.c). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && \
-    !defined(ACTC_QUANT_NO_CLONES)
-/* AVX2 encodes ~3x faster than baseline SSE2 (which lacks 32-bit multiplies
- * and min/max), AVX-512 (x86-64-v4) halves the instructions again, and
- * x86-64-v2 (SSE4.2) still gives +50% on CPUs without AVX2.  GCC 12 is the
- * first to dispatch on ISA levels. */
-#define QK_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "arch=x86-64-v2", "default")))
-#elif defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(ACTC_QUANT_NO_CLONES)
-/* (clang 14 multiversions only functions declared so everywhere: one
- * version for it, e.g. the fuzz build.) */
-#define QK_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define QK_CLONES
-#endif
+/* Kernels are compiled once per x86 ISA level (core.h). */
+#define QK_CLONES ACTC_ISA_CLONES
 
 #define ACTC_QUANT_META 4 /* bytes of meta per group */
 

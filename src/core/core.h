@@ -23,6 +23,21 @@ size_t actc__numel(int ndim, const int *shape);
  * items in memory order); [0, total) outside one. */
 void actc__thread_share(size_t total, size_t *lo, size_t *hi);
 
+/* Hot element-wise kernels are compiled once per x86 ISA level and picked
+ * at load time (the library is built without -march, for any x86-64
+ * machine): AVX2 and AVX-512 run several times faster than baseline SSE2,
+ * which also lacks 32-bit multiplies and min/max.  GCC 12 is the first to
+ * dispatch on ISA levels; clang 14 multiversions only functions declared so
+ * everywhere, so it gets one version (e.g. the fuzz build). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12 && \
+    !defined(ACTC_QUANT_NO_CLONES)
+#define ACTC_ISA_CLONES __attribute__((target_clones("arch=x86-64-v4", "avx2", "arch=x86-64-v2", "default")))
+#elif defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(ACTC_QUANT_NO_CLONES)
+#define ACTC_ISA_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define ACTC_ISA_CLONES
+#endif
+
 /* Row-major C = alpha op(A) op(B) + beta C (ta/tb: transpose A/B), every
  * dense product of the library: cblas_sgemm, or under
  * actc_set_deterministic the same product in tiles summed in an order

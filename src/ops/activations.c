@@ -46,35 +46,53 @@ static actc_status act_backward(actc_ctx *ctx, actc_node *node)
     return ACTC_OK;
 }
 
-/* y = f(x) and, when dd is not NULL, dd = f'(x). */
-static void act_eval(int kind, const float *xd, float *yd, float *dd, size_t n)
+/* y = f(x) over [0, n) and, when dd is not NULL, dd = f'(x); one loop per
+ * case, so each vectorises (a test of dd inside the loop kept GCC from it),
+ * compiled per ISA level.  x and dd may be the same buffer (take): each
+ * element is read before it is written. */
+ACTC_ISA_CLONES static void act_range(int kind, const float *xd, float *yd, float *dd, size_t n)
 {
-    if (kind == ACT_GELU) {
-#pragma omp parallel for simd schedule(static) if (n > ACT_PAR_MIN)
+    /* y is the same expression with and without dd: a recompute without a
+     * tape (actc_region_n) must give the taped forward's y to the bit. */
+    if (kind == ACT_GELU && dd) {
         for (size_t i = 0; i < n; i++) {
             const float v = xd[i], v2 = v * v;
-            const float u2 = 2.0f * GELU_C * (v + GELU_K * v2 * v);
-            const float e = actc__expf(-u2);
+            const float e = actc__expf(-(2.0f * GELU_C * (v + GELU_K * v2 * v)));
+            const float s = 1.0f / (1.0f + e);
+            const float du2 = 2.0f * GELU_C * (1.0f + 3.0f * GELU_K * v2);
             yd[i] = v / (1.0f + e);
-            if (dd) {
-                const float s = 1.0f / (1.0f + e);
-                const float du2 = 2.0f * GELU_C * (1.0f + 3.0f * GELU_K * v2);
-                /* (v s)(1 - s): multiplied in this order so s(1-s) ~ 1e-38
-                 * for very negative v does not meet v^2 in an overflow. */
-                dd[i] = s + (v * s) * (1.0f - s) * du2;
-            }
+            /* (v s)(1 - s): multiplied in this order so s(1-s) ~ 1e-38 for
+             * very negative v does not meet v^2 in an overflow. */
+            dd[i] = s + (v * s) * (1.0f - s) * du2;
         }
-    } else {
-#pragma omp parallel for simd schedule(static) if (n > ACT_PAR_MIN)
+    } else if (kind == ACT_GELU) {
+        for (size_t i = 0; i < n; i++) {
+            const float v = xd[i], v2 = v * v;
+            yd[i] = v / (1.0f + actc__expf(-(2.0f * GELU_C * (v + GELU_K * v2 * v))));
+        }
+    } else if (dd) {
         for (size_t i = 0; i < n; i++) {
             const float v = xd[i];
             const float e = actc__expf(-v);
+            const float s = 1.0f / (1.0f + e);
             yd[i] = v / (1.0f + e);
-            if (dd) {
-                const float s = 1.0f / (1.0f + e);
-                dd[i] = s * (1.0f + v * (1.0f - s));
-            }
+            dd[i] = s * (1.0f + v * (1.0f - s));
         }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            const float v = xd[i];
+            yd[i] = v / (1.0f + actc__expf(-v));
+        }
+    }
+}
+
+static void act_eval(int kind, const float *xd, float *yd, float *dd, size_t n)
+{
+#pragma omp parallel if (n > ACT_PAR_MIN)
+    {
+        size_t lo, hi;
+        actc__thread_share(n, &lo, &hi);
+        if (lo < hi) act_range(kind, xd + lo, yd + lo, dd ? dd + lo : NULL, hi - lo);
     }
 }
 
