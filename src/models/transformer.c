@@ -15,7 +15,9 @@
  * memory-efficient form unless opts.attention asks for the textbook one.
  *
  * Every operator saves through the store, so every compression policy applies
- * to the whole model; scopes ("h3.attn", "h3.mlp", ...) name the saves. */
+ * to the whole model; scopes ("h3.attn", "h3.mlp", ...) name the saves.  The
+ * norms and the MLP's activation are regions (actc_region, actc_region_n)
+ * that a policy may have recomputed from their inputs (AGoQ). */
 #include "model.h"
 #include <math.h>
 #include <stdio.h>
