@@ -6,7 +6,9 @@
 # held-out text's bpb (actc eval) and a sample.
 #
 # usage: bench/lm_quality.sh [BUILD_DIR] [MODEL] [POLICY]   (default build, gpt-mini, none)
-#        RECIPE="..." to change the training flags, CKPT=FILE to keep the checkpoint
+#        RECIPE="..." to change the training flags, CKPT=FILE to keep the checkpoint,
+#        LAUNCH="mpirun -np 2" to train data-parallel (evaluation and generation
+#        then run in one process)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../build}
@@ -17,8 +19,9 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 start=$(date +%s)
 ckpt=${CKPT:-$out/lm.ckpt}
-"$build/actc" train --model "$model" --compress "$policy" --data text $recipe --progress off \
-    --save "$ckpt" | grep --line-buffered -E "^(actc|text|epoch|context before backward|  total|process peak RSS|gradients before|optimizer state)"
+# shellcheck disable=SC2086 # LAUNCH is a command with its flags
+${LAUNCH:-} "$build/actc" train --model "$model" --compress "$policy" --data text $recipe --progress off \
+    --save "$ckpt" | grep --line-buffered -E "^(actc|text|data parallel|epoch|context before backward|  total|  COMM|process peak RSS|gradients before|optimizer state|communication)"
 echo "training took $(( $(date +%s) - start )) s"
 "$build/actc" eval --checkpoint "$ckpt"
 "$build/actc" generate --checkpoint "$ckpt" --prompt "And God said" --tokens 300 --top-k 20 --seed 1

@@ -46,9 +46,9 @@ extern "C" {
  * and the package files follow it).  ABI: before 1.0 a minor release may
  * break it (soname libactc.so.0.MINOR), from 1.0 only a major one; a patch
  * release never does (README, "Installing and linking"). */
-#define ACTC_VERSION "0.5.0"
+#define ACTC_VERSION "0.6.0"
 #define ACTC_VERSION_MAJOR 0
-#define ACTC_VERSION_MINOR 5
+#define ACTC_VERSION_MINOR 6
 #define ACTC_VERSION_PATCH 0
 /* ACTC_VERSION_MAJOR * 10000 + MINOR * 100 + PATCH, for #if comparisons. */
 #define ACTC_VERSION_NUMBER (ACTC_VERSION_MAJOR * 10000 + ACTC_VERSION_MINOR * 100 + ACTC_VERSION_PATCH)
@@ -80,7 +80,9 @@ typedef enum {
     ACTC_ERR_IO = 3,       /* a file could not be opened, read or written     */
     ACTC_ERR_FORMAT = 4,   /* a file is truncated, corrupt or of wrong kind   */
     ACTC_ERR_NUMERIC = 5,  /* NaN or Inf where a finite number is required    */
-    ACTC_ERR_STATE = 6     /* call made in the wrong state (e.g. no tape)     */
+    ACTC_ERR_STATE = 6,    /* call made in the wrong state (e.g. no tape)     */
+    ACTC_ERR_COMM = 7      /* communication between processes failed (MPI), or
+                              the processes disagree (flags, sizes)           */
 } actc_status;
 
 /* The message of the last failure on this thread ("" if none). */
@@ -110,6 +112,7 @@ typedef enum {
     ACTC_MEM_CONTEXT,    /* what the saved-context store holds for backward    */
     ACTC_MEM_ACT,        /* live forward outputs and backward gradients        */
     ACTC_MEM_SCRATCH,    /* workspaces (im2col, decoded contexts, data batch)  */
+    ACTC_MEM_COMM,       /* communication buffers (data-parallel gradients)    */
     ACTC_MEM_NCAT
 } actc_mem_cat;
 
@@ -398,6 +401,12 @@ ACTC_API int actc_ctx_training(const actc_ctx *ctx);
 /* Seed of every random stream of the context (dropout, stochastic rounding). */
 ACTC_API void actc_ctx_set_seed(actc_ctx *ctx, uint64_t seed);
 ACTC_API uint64_t actc_ctx_seed(const actc_ctx *ctx);
+/* A second key of the per-step random streams (dropout, stochastic
+ * rounding of saved tensors and of encoded gradients): data parallelism sets
+ * it to the rank, so that ranks draw independent, reproducible streams.  0,
+ * the default, leaves every stream as it was.  CompAct's projections are
+ * keyed by the seed alone, so every rank projects with the same matrices. */
+ACTC_API void actc_ctx_set_stream(actc_ctx *ctx, uint64_t stream);
 /* Step counter: random streams depend on (seed, step), so re-running a step
  * with the same step number reproduces it exactly.  actc_backward advances it. */
 ACTC_API void actc_ctx_set_step(actc_ctx *ctx, uint64_t step);
@@ -1430,6 +1439,125 @@ typedef actc_status (*actc_param_hook_fn)(actc_trainer *t, actc_tensor *param, i
 typedef actc_status (*actc_step_hook_fn)(actc_trainer *t, void *user);
 ACTC_API void actc_trainer_on_grad_complete(actc_trainer *t, actc_param_hook_fn fn, void *user);
 ACTC_API void actc_trainer_on_after_backward(actc_trainer *t, actc_step_hook_fn fn, void *user);
+
+/* Data parallelism: the trainer as one of g->size processes that train one
+ * model together (the dist layer below sets this up over MPI; a program
+ * with a transport of its own can too).  Every process is given the same
+ * global batch; each step runs rows [rank N / size, (rank + 1) N / size) of
+ * it (shares differ by at most one row), its gradient scaled by its rows /
+ * N, so that the sum of the processes' gradients, which the grad-complete
+ * and after-backward hooks must form, is the batch's mean gradient.  The
+ * step's loss, accuracy and counts are the whole batch's (added up with
+ * g->sum, a blocking sum of n doubles over the processes, which every
+ * process calls at the same point of every step and evaluation; a non-OK
+ * status fails the step).  Evaluation runs batches rank, rank + size, ...
+ * and adds the results up.  The context's stream becomes rank
+ * (actc_ctx_set_stream).  A batch of fewer samples than processes fails
+ * the step with ACTC_ERR_INVALID.  g NULL or g->size 1: one process. */
+typedef struct {
+    int rank, size;
+    actc_status (*sum)(double *v, int n, void *user);
+    void *user;
+} actc_trainer_group;
+ACTC_API actc_status actc_trainer_set_group(actc_trainer *t, const actc_trainer_group *g);
+
+/* ------------------------------------------------------------------------ */
+/* Data parallelism over MPI (src/dist)                                       */
+/* ------------------------------------------------------------------------ */
+
+/* N processes (ranks, started by mpirun) train one model: every rank holds
+ * the whole model, runs its share of each batch (actc_trainer_set_group),
+ * and the gradients are summed across ranks during backward, in buckets,
+ * with non-blocking MPI collectives started as soon as a bucket's
+ * gradients are complete, so that communication overlaps the rest of
+ * backward (as PyTorch's DistributedDataParallel does).  Each rank then
+ * steps an identical optimizer on identical gradients: the replicas stay
+ * bit-identical.  The library is built with MPI when CMake finds it (Open
+ * MPI: Debian's libopenmpi-dev); without it the functions below fail with
+ * ACTC_ERR_STATE, except actc_dist_available and actc_dist_launched.
+ *
+ * A rank that fails (a bad file, the memory budget, a NaN loss) must end
+ * the job: the others would wait for it in the next collective.  The actc
+ * command calls MPI_Abort after printing the error; a program of its own
+ * does the same. */
+typedef struct actc_dist actc_dist;
+
+/* 1 if the library was built with MPI. */
+ACTC_API int actc_dist_available(void);
+/* The number of processes mpirun (Open MPI, MPICH or a PMI launcher)
+ * started this one among, from the environment; 0 when not started by a
+ * launcher.  Needs no MPI. */
+ACTC_API int actc_dist_launched(void);
+/* A handle on the communicator *(const MPI_Comm *)comm (duplicated; NULL:
+ * MPI_COMM_WORLD).  Initialises MPI (MPI_THREAD_FUNNELED: actc calls MPI
+ * from the thread that runs the trainer) if the program did not, and then
+ * finalises it in actc_dist_free.  Errors of MPI come back as
+ * ACTC_ERR_COMM with MPI's message. */
+ACTC_API actc_status actc_dist_new(const void *comm, actc_dist **out);
+ACTC_API void actc_dist_free(actc_dist *d);
+ACTC_API int actc_dist_rank(const actc_dist *d);
+ACTC_API int actc_dist_size(const actc_dist *d);
+
+/* How gradients travel. */
+typedef struct {
+    int grad_comm;             /* 32: MPI_Iallreduce of fp32 (the default);
+                                  8: AGoQ's all-reduce: each rank quantizes
+                                  the bucket with the 8-bit block-wise dynamic
+                                  map (blocks of 256, one fp32 absmax each),
+                                  an all-to-all gives rank r every rank's
+                                  codes of its share of whole blocks, r
+                                  decodes and sums them in fp32 with its own
+                                  values exact, requantizes, and an
+                                  all-gather gives every rank every share.
+                                  The last block of a bucket holds the rest
+                                  (its absmax covers only it); ranks beyond
+                                  the number of blocks get an empty share.  */
+    size_t bucket_bytes;       /* fp32 gradient bytes per bucket (0: 25 MiB)  */
+} actc_dist_opts;
+ACTC_API actc_dist_opts actc_dist_default_opts(void);
+
+/* Make t (whose model every rank built alike) a data-parallel replica:
+ * broadcasts the parameters from rank 0, sets the trainer's group and
+ * installs its grad-complete and after-backward hooks (replacing any).
+ * Buckets: the parameters in reverse order (about the order backward
+ * completes them) cut into runs of bucket_bytes; bucket k starts after
+ * buckets 0..k-1, so that every rank issues the same collectives in the
+ * same order.  A low-rank gradient (CompAct) travels as its factor, an
+ * encoded one (--grad-bits 8) decoded to fp32 and comes back re-encoded;
+ * a parameter no rank's backward reached keeps no gradient.  Communication
+ * buffers are allocated in ACTC_MEM_COMM.  One trainer per handle; d must
+ * outlive t's training. */
+ACTC_API actc_status actc_dist_attach(actc_dist *d, actc_trainer *t, const actc_dist_opts *o);
+/* Undo actc_dist_attach (hooks and group off, buckets freed): before
+ * actc_trainer_free when the handle lives on.  actc_dist_free detaches too,
+ * so the trainer must outlive an attached handle or be detached first.  NULL
+ * or a detached handle: nothing. */
+ACTC_API void actc_dist_detach(actc_dist *d);
+/* ACTC_ERR_COMM on every rank unless all ranks passed the same n bytes
+ * (what names them in the message: "the command line"...). */
+ACTC_API actc_status actc_dist_same(actc_dist *d, const void *data, size_t n, const char *what);
+/* Sum x[0..n) over the ranks in place, blocking: bits 32 with
+ * MPI_Allreduce, bits 8 with the 8-bit all-reduce above (every rank gets
+ * the same result). */
+ACTC_API actc_status actc_dist_allreduce(actc_dist *d, float *x, size_t n, int bits);
+
+typedef struct {
+    int ranks, rank, grad_comm, buckets;
+    uint64_t steps;            /* steps communicated                          */
+    size_t floats;             /* gradient floats per step (a low-rank one's
+                                  factor counted)                             */
+    size_t fp32_floats;        /* the same at the parameters' dense shapes   */
+    size_t bytes_sent;         /* bytes this rank hands MPI per step: for 8
+                                  bits exactly the all-to-all and all-gather
+                                  payloads; for fp32 what a ring all-reduce
+                                  sends, 2 (P - 1) / P x 4 x floats (MPI
+                                  picks its algorithm)                        */
+    double comm_s;             /* last step: first bucket started to last one
+                                  done                                        */
+    double exposed_s;          /* last step: waiting after backward ended     */
+    double total_comm_s, total_exposed_s; /* over all steps                   */
+} actc_dist_stats;
+ACTC_API void actc_dist_get_stats(const actc_dist *d, actc_dist_stats *s);
 
 /* ------------------------------------------------------------------------ */
 /* Memory report                                                              */

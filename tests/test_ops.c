@@ -384,6 +384,18 @@ static void test_dropout(void **state)
     y2 = actc_dropout(ctx2, ones, p);
     assert_true(memcmp(y->data, y2->data, y->numel * sizeof(float)) != 0);
     actc_tensor_release(y2);
+    /* Another stream (a data-parallel rank): another mask, reproducibly;
+     * stream 0 is the streams as they always were. */
+    actc_ctx_set_step(ctx2, 0);
+    actc_ctx_set_stream(ctx2, 1);
+    y2 = actc_dropout(ctx2, ones, p);
+    assert_true(memcmp(y->data, y2->data, y->numel * sizeof(float)) != 0);
+    actc_ctx_set_step(ctx2, 0);
+    actc_tensor *y3 = actc_dropout(ctx2, ones, p);
+    assert_memory_equal(y2->data, y3->data, y->numel * sizeof(float));
+    actc_tensor_release(y3);
+    actc_tensor_release(y2);
+    actc_ctx_set_stream(ctx2, 0);
     /* The decisions are actc_rand_uniform(key, i) >= p with the op's key. */
     actc_ctx_set_step(ctx2, 0);
     uint64_t key = actc_ctx_next_key(ctx2);

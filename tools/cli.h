@@ -61,6 +61,24 @@ int data_load(const data_opts *o, actc_image_dataset *train, actc_image_dataset 
 int fail(const char *what);
 double now_seconds(void);
 
+/* ---- data parallelism (tools/dist.c) ---- */
+typedef struct {
+    actc_dist *d;              /* NULL: one process                           */
+    int rank, size;
+} cli_dist;
+/* Started by mpirun: join the job (MPI), check that every rank runs the
+ * same command line, and send the output of ranks other than 0 to
+ * /dev/null (their errors still reach stderr).  0, or prints why and
+ * returns the exit status. */
+int cli_dist_begin(cli_dist *c, int argc, char **argv);
+/* Threads per rank when --threads is not given: the cores over the ranks
+ * on this host (0: one process, leave the default). */
+int cli_dist_threads(const cli_dist *c);
+/* The end of the command: rc != 0 on a rank of several ends the whole job
+ * (MPI_Abort: the other ranks would wait for this one forever); otherwise
+ * leaves MPI.  Returns rc. */
+int cli_dist_end(cli_dist *c, int rc);
+
 /* ---- checkpoints: the command's own recipe in the note ---- */
 /* --NAME=V of a checkpoint's note: the int (-1 if absent), or the string
  * copied into buf (1; 0 if absent or longer than cap - 1). */

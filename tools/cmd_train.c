@@ -17,6 +17,8 @@ typedef struct {
     const char *model, *compress, *optim, *schedule, *log_path, *save_path, *resume_path, *init_path, *progress;
     const char *data_spec, *attention;
     int epochs, batch, threads, augment, nesterov, width, log_every, eval_batch, accum, deterministic, grad_bits;
+    int grad_comm;
+    size_t bucket;
     int layers, heads, context, vocab, seq, epoch_steps;
     uint64_t eval_tokens;
     uint64_t seed, max_steps, warmup;
@@ -51,6 +53,8 @@ static void build_flags(flag_def *f, void *opts)
         {"--batch", F_INT, &o->batch, "N", "minibatch size (128; language models: 16 windows)", 0},
         {"--accum", F_INT, &o->accum, "N", "run each batch as N micro-batches, adding their gradients (1)", 0},
         {"--grad-bits", F_INT, &o->grad_bits, "N", "hold gradients between micro-batches in 32 bits or 8 (AGoQ's block-wise dynamic map) (32)", 0},
+        {"--grad-comm", F_INT, &o->grad_comm, "N", "under mpirun: all-reduce gradients in 32 bits (fp32) or 8 (AGoQ's 8-bit all-to-all + all-gather) (32)", 0},
+        {"--bucket", F_BYTES, &o->bucket, "SIZE", "under mpirun: gradient bytes per all-reduce bucket (25MiB)", 0},
         {"--lr", F_FLOAT, &o->lr, "X", "peak learning rate (0.1 for sgd, 0.001 for adamw)", 0},
         {"--optim", F_STR, &o->optim, "NAME", "sgd or adamw (sgd; language models: adamw)", 0},
         {"--momentum", F_FLOAT, &o->momentum, "X", "SGD momentum (0.9)", 0},
@@ -112,6 +116,7 @@ static void defaults(train_opts *o)
     o->batch = 128;
     o->accum = 1;
     o->grad_bits = 32;
+    o->grad_comm = 32;
     o->nesterov = 1;
     o->momentum = 0.9f;
     o->wd = -1;  /* the optimizer's */
@@ -138,6 +143,7 @@ typedef struct {
     actc_trainer *t;
     actc_source *src, *eval;
     int T;                   /* language models: tokens per window */
+    cli_dist dist;           /* under mpirun                       */
     FILE *log;
 } run_state;
 
@@ -145,6 +151,7 @@ static void run_free(run_state *r)
 {
     actc_source_free(r->src);
     actc_source_free(r->eval);
+    actc_dist_detach(r->dist.d); /* the handle outlives the trainer */
     actc_trainer_free(r->t);
     actc_model_free(r->model);
     if (r->have_corpus) actc_text_free(&r->corpus);
@@ -324,6 +331,15 @@ static int check_flags(train_opts *o, const flag_def *flags, int lm)
                 o->batch);
         return 2;
     }
+    if (o->grad_comm != 8 && o->grad_comm != 32) {
+        fprintf(stderr, "error: --grad-comm %d: gradients are all-reduced in 32 bits (fp32) or 8 (AGoQ's 8-bit "
+                        "all-reduce)\n", o->grad_comm);
+        return 2;
+    }
+    if (flag_was_set(flags, "--bucket") && o->bucket < 1024) {
+        fprintf(stderr, "error: --bucket %zu: a bucket holds at least 1KiB of gradients\n", o->bucket);
+        return 2;
+    }
     if (o->grad_bits != 8 && o->grad_bits != 32) {
         fprintf(stderr, "error: --grad-bits %d: gradients are held in 32 bits (fp32) or 8 (AGoQ's 8-bit block-wise "
                         "dynamic map)\n", o->grad_bits);
@@ -465,6 +481,12 @@ static int setup(run_state *r, train_opts *o, int lm)
     actc_trainer_opts to = trainer_opts(o, steps);
     if (actc_trainer_new(r->model, &to, &r->t) != ACTC_OK) return fail("trainer");
     if (o->resume_path && actc_trainer_load(r->t, o->resume_path) != ACTC_OK) return fail("--resume");
+    if (r->dist.d) {
+        actc_dist_opts dop = {o->grad_comm, o->bucket};
+        if (actc_dist_attach(r->dist.d, r->t, &dop) != ACTC_OK) return fail("data parallel");
+    }
+    /* Rank 0 writes the checkpoints and the log. */
+    if (r->dist.rank > 0) o->save_path = o->log_path = NULL;
     if (o->save_path) {
         /* Find out now, not after the first epoch, if the run cannot be saved. */
         char note[ACTC_CKPT_NOTE_MAX];
@@ -530,6 +552,17 @@ static int epoch_report(const train_opts *o, run_state *r, int lm, const actc_ep
         printf("epoch %d/%d: train loss %.4f (acc %.2f%%), test acc %.2f%% (loss %.4f), %.1f samples/s, %.1f s\n", epoch,
                o->epochs, er->loss, 100 * er->accuracy, 100 * ev.accuracy, ev.loss, sps, er->seconds);
     actc_trainer_report_file(r->t, ACTC_REPORT_TEXT, stdout);
+    actc_dist_stats ds;
+    actc_dist_get_stats(r->dist.d, &ds);
+    char a[32], b[32], c[32];
+    if (r->dist.d && ds.steps)
+        printf("communication (rank %d of %d, figures per rank; COMM above is its buffers): %s of gradients a step "
+               "(dense fp32 %s) in %d bucket(s), %s sent a step in %d bits; waiting after backward %.1f ms a step, "
+               "%.1f ms from the first bucket to the last done\n",
+               ds.rank, ds.ranks, actc_format_bytes(ds.floats * 4, a, sizeof a),
+               actc_format_bytes(ds.fp32_floats * 4, b, sizeof b), ds.buckets,
+               actc_format_bytes(ds.bytes_sent, c, sizeof c), ds.grad_comm, 1e3 * ds.total_exposed_s / (double)ds.steps,
+               1e3 * ds.total_comm_s / (double)ds.steps);
     fflush(stdout);
     if (r->log) {
         char mem[2048];
@@ -541,12 +574,19 @@ static int epoch_report(const train_opts *o, run_state *r, int lm, const actc_ep
                 o->batch, er->loss, er->accuracy, lm ? "val" : "test", ev.accuracy, lm ? "val" : "test", ev.loss);
         if (lm)
             fprintf(r->log, "\"val_bpb\":%.6f,\"seq\":%d,", ev.loss / M_LN2, r->T);
+        if (r->dist.d)
+            fprintf(r->log, "\"comm\":{\"ranks\":%d,\"bits\":%d,\"buckets\":%d,\"floats\":%zu,\"fp32_floats\":%zu,"
+                            "\"bytes_sent\":%zu,\"exposed_s\":%.6f,\"comm_s\":%.6f},",
+                    ds.ranks, ds.grad_comm, ds.buckets, ds.floats, ds.fp32_floats, ds.bytes_sent,
+                    ds.steps ? ds.total_exposed_s / (double)ds.steps : 0, ds.steps ? ds.total_comm_s / (double)ds.steps : 0);
         fprintf(r->log, "\"%s_per_s\":%.2f,\"seconds\":%.2f,\"memory\":%s}\n", lm ? "tokens" : "samples", sps,
                 er->seconds, mem);
         fflush(r->log);
     }
     return 0;
 }
+
+static int run_train(train_opts *po, flag_def *flags, int argc, char **argv, const cli_dist *dist);
 
 static int cmd_train(int argc, char **argv)
 {
@@ -562,6 +602,16 @@ static int cmd_train(int argc, char **argv)
         return 0;
     }
     if (rc) return 2;
+    cli_dist dist;
+    if ((rc = cli_dist_begin(&dist, argc, argv))) return cli_dist_end(&dist, rc);
+    return cli_dist_end(&dist, run_train(&o, flags, argc, argv, &dist));
+}
+
+/* The command after its flags parsed, on this rank. */
+static int run_train(train_opts *po, flag_def *flags, int argc, char **argv, const cli_dist *dist)
+{
+    train_opts o = *po;
+    int rc;
     actc_ckpt_info info;
     memset(&info, 0, sizeof info);
     if (o.init_path && o.resume_path) {
@@ -585,6 +635,13 @@ static int cmd_train(int argc, char **argv)
      * batch of 256 windows would hold activations for 65536 tokens. */
     if (lm && !flag_was_set(flags, "--eval-batch")) o.eval_batch = o.batch;
     if ((rc = check_flags(&o, flags, lm))) return rc;
+    if (o.batch < dist->size) {
+        fprintf(stderr, "error: --batch %d: a batch is shared by the %d ranks, so it needs at least %d samples\n",
+                o.batch, dist->size, dist->size);
+        return 2;
+    }
+    if (!flag_was_set(flags, "--threads") && cli_dist_threads(dist)) o.threads = cli_dist_threads(dist);
+    if (dist->rank > 0) o.progress = "off";
 
     actc_set_threads(o.threads);
     if (o.deterministic && actc_set_deterministic(1) != ACTC_OK) {
@@ -593,6 +650,7 @@ static int cmd_train(int argc, char **argv)
     }
     run_state r;
     memset(&r, 0, sizeof r);
+    r.dist = *dist;
     /* The budget covers everything the run allocates through actc, data included. */
     actc_mem_set_budget(o.budget);
     rc = 1;
@@ -611,6 +669,10 @@ static int cmd_train(int argc, char **argv)
                "tokens; unigram baseline %.3f bits per byte on validation\n",
                c->source, c->n, c->train_end, c->n - c->train_end, c->train_end, T, actc_text_unigram_bpb(c));
     }
+    if (dist->size > 1)
+        printf("data parallel: %d ranks, %d thread(s) each; each step rank r runs rows [r B / %d, (r + 1) B / %d) of "
+               "the batch of B = %d; gradients all-reduced in %d bits\n",
+               dist->size, actc_get_threads(), dist->size, dist->size, o.batch, o.grad_comm);
     if (o.resume_path)
         printf("resuming %s at epoch %llu, step %llu\n", o.resume_path, (unsigned long long)actc_trainer_epoch(r.t) + 1,
                (unsigned long long)actc_trainer_steps(r.t));

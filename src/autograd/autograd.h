@@ -51,6 +51,7 @@ struct actc_ctx {
                                 saves are kept fp32 (they live only there)   */
     int n_regions;           /* recompute regions recorded since the reset   */
     uint64_t seed, step, key_counter;
+    uint64_t stream;           /* actc_ctx_set_stream: the rank, or 0 */
     uint32_t substep;        /* micro-batch of the step (actc_ctx_set_substep) */
     actc_grad_ready_fn on_grad; /* gradient-complete event                  */
     void *on_grad_user;
@@ -104,6 +105,6 @@ actc_status actc__collect_params(actc_ctx *ctx, int n, actc_tensor *const *in);
  * segment's, for what its recompute will use); it takes the array. */
 void actc__node_hold_params(actc_node *node, actc_tensor **params, int n);
 /* The step that keys random streams: the step itself, or a mix of it with
- * the micro-batch index. */
+ * the micro-batch index and the context's stream (the rank). */
 uint64_t actc__stream_step(const actc_ctx *ctx);
 #endif

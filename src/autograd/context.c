@@ -98,6 +98,7 @@ void actc_ctx_set_training(actc_ctx *ctx, int training) { ctx->training = traini
 int actc_ctx_training(const actc_ctx *ctx) { return ctx->training; }
 void actc_ctx_set_seed(actc_ctx *ctx, uint64_t seed) { ctx->seed = seed; }
 uint64_t actc_ctx_seed(const actc_ctx *ctx) { return ctx->seed; }
+void actc_ctx_set_stream(actc_ctx *ctx, uint64_t stream) { ctx->stream = stream; }
 
 void actc_ctx_set_step(actc_ctx *ctx, uint64_t step)
 {
@@ -116,7 +117,9 @@ uint64_t actc__stream_step(const actc_ctx *ctx)
 {
     /* Micro-batch 0 keeps the step's own streams, so a run without
      * micro-batches draws exactly what it always did. */
-    return ctx->substep ? actc_rng_key(ctx->step, ctx->substep, 0x5355425354455053ULL) : ctx->step;
+    const uint64_t s = ctx->substep ? actc_rng_key(ctx->step, ctx->substep, 0x5355425354455053ULL) : ctx->step;
+    /* Stream 0 (one process) keeps them too. */
+    return ctx->stream ? actc_rng_key(s, ctx->stream, 0x52414E4BULL) : s;
 }
 uint64_t actc_ctx_step(const actc_ctx *ctx) { return ctx->step; }
 

@@ -164,6 +164,32 @@ static void decode_scaled(const form_state *g, size_t n, float *out)
         for (size_t i = 0; i < n; i++) out[i] *= g->scale;
 }
 
+/* Encode x (t->numel floats) as t's gradient, replacing the blob held,
+ * with rounding streams keyed by (seed, stream).  Nothing changes unless it
+ * succeeds. */
+static actc_status encode_as(actc_ctx *ctx, uint64_t stream, actc_tensor *t, form_state *g, const float *x)
+{
+    const size_t n = t->numel;
+    actc_codec_args a;
+    memset(&a, 0, sizeof a);
+    a.bits = g->bits;
+    a.ndim = 1;
+    a.shape[0] = n <= INT_MAX ? (int)n : INT_MAX; /* 1-D: one sample, whatever the shape says */
+    uint64_t h = 0xCBF29CE484222325ULL;
+    for (const char *c = t->name; *c; c++) h = (h ^ (uint8_t)*c) * 0x100000001B3ULL;
+    a.key = actc_rng_key(ctx->seed ^ 0x4752414453ULL, stream, t->name[0] ? h : t->id);
+    const size_t bytes = g->codec->plan(&a, x, n);
+    void *blob = actc_mem_alloc(ACTC_MEM_GRAD, bytes);
+    if (!blob) return actc_last_status();
+    g->codec->encode(&a, x, n, blob);
+    actc_mem_free(g->blob);
+    g->blob = blob;
+    g->bytes = bytes;
+    g->args = a;
+    g->scale = 1.0f;
+    return ACTC_OK;
+}
+
 actc_status actc__grad_complete(actc_ctx *ctx, actc_tensor *t)
 {
     form_state *g = fs(t);
@@ -184,31 +210,43 @@ actc_status actc__grad_complete(actc_ctx *ctx, actc_tensor *t)
         for (size_t i = 0; i < n; i++) tmp[i] += sum[i];
         sum = tmp;
     }
-    actc_codec_args a;
-    memset(&a, 0, sizeof a);
-    a.bits = g->bits;
-    a.ndim = 1;
-    a.shape[0] = n <= INT_MAX ? (int)n : INT_MAX; /* 1-D: one sample, whatever the shape says */
-    uint64_t h = 0xCBF29CE484222325ULL;
-    for (const char *c = t->name; *c; c++) h = (h ^ (uint8_t)*c) * 0x100000001B3ULL;
-    a.key = actc_rng_key(ctx->seed ^ 0x4752414453ULL, actc__stream_step(ctx), t->name[0] ? h : t->id);
-    const size_t bytes = g->codec->plan(&a, sum, n);
-    void *blob = actc_mem_alloc(ACTC_MEM_GRAD, bytes);
-    if (!blob) {
-        actc_mem_free(tmp);
-        return actc_last_status();
-    }
-    g->codec->encode(&a, sum, n, blob);
+    actc_status s = encode_as(ctx, actc__stream_step(ctx), t, g, sum);
     actc_mem_free(tmp);
-    actc_mem_free(g->blob);
-    g->blob = blob;
-    g->bytes = bytes;
-    g->args = a;
-    g->scale = 1.0f;
+    if (s != ACTC_OK) return s;
     actc_tensor *dense = t->grad; /* not actc_tensor_drop_grad: that clears every form */
     t->grad = NULL;
     actc_tensor_release(dense);
     return ACTC_OK;
+}
+
+size_t actc__grad_wire_len(const actc_tensor *t)
+{
+    const form_state *g = fs(t);
+    return g && g->factor ? g->factor->numel : t->numel;
+}
+
+actc_status actc__grad_wire_get(const actc_tensor *t, float *out)
+{
+    const form_state *g = fs(t);
+    if (g && g->factor) {
+        memcpy(out, g->factor->data, g->factor->numel * sizeof *out);
+        return ACTC_OK;
+    }
+    return actc_grad_to_dense(t, out);
+}
+
+actc_status actc__grad_wire_set(actc_ctx *ctx, actc_tensor *t, const float *in)
+{
+    form_state *g = fs(t);
+    switch (actc__grad_form(t)) {
+    /* The same stream on every rank (not the rank's): the reduced gradient
+     * must round alike everywhere, or the replicas drift apart. */
+    case ACTC_GRAD_QUANT: return encode_as(ctx, actc_rng_key(ctx->step, 0, 0x57495245ULL), t, g, in);
+    case ACTC_GRAD_LOWRANK: memcpy(g->factor->data, in, g->factor->numel * sizeof *in); return ACTC_OK;
+    default:
+        if (t->grad) memcpy(t->grad->data, in, t->numel * sizeof *in);
+        return ACTC_OK;
+    }
 }
 
 void actc_grad_get_info(const actc_tensor *t, actc_grad_info *out)

@@ -22,4 +22,12 @@ actc_status actc__grad_sum_sq(const actc_tensor *t, double *sq);
 int actc__grad_encoded(const actc_tensor *t);
 /* Multiply the gradient by c in its form (an encoded one: on decode). */
 void actc__grad_scale(actc_tensor *t, float c);
+/* The gradient as data-parallel communication sends it: wire_len floats
+ * (the parameter's numel, or a low-rank gradient's factor), wire_get
+ * writes them (zeros without a gradient, an encoded one decoded), wire_set
+ * replaces the gradient by them in the same form (an encoded one
+ * re-encoded; nothing when t holds none). */
+size_t actc__grad_wire_len(const actc_tensor *t);
+actc_status actc__grad_wire_get(const actc_tensor *t, float *out);
+actc_status actc__grad_wire_set(actc_ctx *ctx, actc_tensor *t, const float *in);
 #endif

@@ -35,6 +35,7 @@ const char *actc_status_name(actc_status s)
     case ACTC_ERR_FORMAT: return "ACTC_ERR_FORMAT";
     case ACTC_ERR_NUMERIC: return "ACTC_ERR_NUMERIC";
     case ACTC_ERR_STATE: return "ACTC_ERR_STATE";
+    case ACTC_ERR_COMM: return "ACTC_ERR_COMM";
     }
     return "ACTC_ERR_UNKNOWN";
 }

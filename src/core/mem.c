@@ -75,7 +75,7 @@ static size_t g_limit = ACTC_MEM_CACHE_AUTO;
 static size_t g_high_water; /* highest current_total ever (not reset) */
 
 static const char *const cat_names[ACTC_MEM_NCAT] = {
-    "PARAM", "GRAD", "OPTIM", "CONTEXT", "ACT", "SCRATCH"};
+    "PARAM", "GRAD", "OPTIM", "CONTEXT", "ACT", "SCRATCH", "COMM"};
 
 const char *actc_mem_cat_name(actc_mem_cat c)
 {

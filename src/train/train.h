@@ -22,6 +22,7 @@ struct actc_trainer {
     void *on_grad_user;
     actc_step_hook_fn on_after;
     void *on_after_user;
+    actc_trainer_group group;  /* size 1 when alone                          */
     uint8_t *fired;            /* per parameter: complete event raised       */
     int events_on;             /* forward the engine's events (final pass,
                                   last micro-batch)                          */

@@ -98,6 +98,7 @@ actc_status actc_trainer_new(actc_model *m, const actc_trainer_opts *opts, actc_
     actc_trainer *t = calloc(1, sizeof *t);
     if (!t) return actc_set_error(ACTC_ERR_OOM, "out of memory for a trainer");
     t->m = m;
+    t->group.size = 1;
     t->np = actc_model_params(m, &t->params);
     if (!(t->fired = calloc((size_t)t->np + 1, 1))) {
         s = actc_set_error(ACTC_ERR_OOM, "out of memory for a trainer");
@@ -166,6 +167,25 @@ void actc_trainer_on_after_backward(actc_trainer *t, actc_step_hook_fn fn, void 
     t->on_after_user = user;
 }
 
+actc_status actc_trainer_set_group(actc_trainer *t, const actc_trainer_group *g)
+{
+    if (!t) return actc_set_error(ACTC_ERR_INVALID, "actc_trainer_set_group: trainer is NULL");
+    if (g && g->size > 1 && (g->rank < 0 || g->rank >= g->size || !g->sum))
+        return actc_set_error(ACTC_ERR_INVALID, "actc_trainer_set_group: rank %d of %d%s", g->rank, g->size,
+                              g->sum ? "" : " without a sum function");
+    if (g && g->size < 1) return actc_set_error(ACTC_ERR_INVALID, "actc_trainer_set_group: size %d", g->size);
+    actc_trainer_group one = {0, 1, NULL, NULL};
+    t->group = g && g->size > 1 ? *g : one;
+    actc_ctx_set_stream(t->ctx, (uint64_t)t->group.rank);
+    return ACTC_OK;
+}
+
+/* Sum v[0..n) over the group (nothing alone). */
+static actc_status group_sum(const actc_trainer *t, double *v, int n)
+{
+    return t->group.size > 1 ? t->group.sum(v, n, t->group.user) : ACTC_OK;
+}
+
 actc_status actc_trainer_set_note(actc_trainer *t, const char *note)
 {
     if (note && strlen(note) >= ACTC_CKPT_NOTE_MAX)
@@ -186,7 +206,8 @@ const char *actc_trainer_note(const actc_trainer *t) { return t->note ? t->note 
  * what it measured. */
 typedef struct {
     actc_trainer *t;
-    const actc_batch *b;
+    const actc_batch *b;       /* this process's rows of the batch            */
+    int total;                 /* samples of the whole batch (every process's) */
     double loss_sum;           /* loss x rows (or x samples for a user loss) */
     long correct, rows;
     int samples;
@@ -269,6 +290,9 @@ static actc_status trainer_pass(actc_ctx *ctx, void *user, int max_samples, int 
     const int N = actc_batch_samples(p->b);
     const int n = max_samples > 0 && max_samples < N ? max_samples : N;
     const int micro = (N + t->o.accum - 1) / t->o.accum;
+    /* The kept pass scales by the whole batch: the processes' gradients
+     * add up to its mean. */
+    const int denom = max_samples > 0 && max_samples < N ? n : p->total;
     /* The controller's measuring passes run with the replaying flag up; the
      * pass it keeps is the last one, without it. */
     const int kept = !actc_ctx_replaying(ctx);
@@ -285,7 +309,7 @@ static actc_status trainer_pass(actc_ctx *ctx, void *user, int max_samples, int 
         actc_ctx_set_step(ctx, step);
         actc_ctx_set_substep(ctx, k);
         t->events_on = kept && off + len >= n;
-        s = micro_batch(p, ctx, off, len, n);
+        s = micro_batch(p, ctx, off, len, denom);
     }
     t->events_on = 0;
     actc_ctx_set_step(ctx, step + 1); /* as one actc_backward would leave it */
@@ -312,11 +336,22 @@ static actc_status gradients(actc_trainer *t, const actc_batch *b, actc_step_res
                               (unsigned long long)t->step);
     if (!b->labels && !actc_model_is_custom(t->m))
         return actc_set_error(ACTC_ERR_INVALID, "step %llu: the batch has no labels", (unsigned long long)t->step);
+    const int P = t->group.size;
+    if (N < P)
+        return actc_set_error(ACTC_ERR_INVALID, "step %llu: a batch of %d sample(s) cannot be shared by %d processes",
+                              (unsigned long long)t->step, N, P);
     memset(res, 0, sizeof *res);
     res->lr = actc_lr_at(&t->sched, t->step);
     memset(t->fired, 0, (size_t)t->np);
     actc_ctx_set_step(t->ctx, t->step);
-    pass_state p = {.t = t, .b = b};
+    actc_batch mine = *b;
+    actc_tensor *copy = NULL;
+    if (P > 1) {
+        const int lo = (int)((long long)N * t->group.rank / P), hi = (int)((long long)N * (t->group.rank + 1) / P);
+        actc_status ss = slice(b, lo, hi - lo, &mine, &copy);
+        if (ss != ACTC_OK) return ss;
+    }
+    pass_state p = {.t = t, .b = &mine, .total = N};
     double t0 = actc__now();
     actc_status s = actc_controller_iterate(t->ctrl, trainer_pass, &p);
     const double iterate_s = actc__now() - t0;
@@ -328,6 +363,13 @@ static actc_status gradients(actc_trainer *t, const actc_batch *b, actc_step_res
             s = t->on_grad(t, t->params[i], i, t->on_grad_user);
         }
     if (s == ACTC_OK && t->on_after) s = t->on_after(t, t->on_after_user);
+    actc_tensor_release(copy);
+    double v[4] = {p.loss_sum, (double)p.correct, (double)p.rows, (double)p.samples};
+    if (s == ACTC_OK) s = group_sum(t, v, 4);
+    p.loss_sum = v[0];
+    p.correct = (long)v[1];
+    p.rows = (long)v[2];
+    p.samples = (int)v[3];
     res->loss = (p.rows || p.samples) ? p.loss_sum / (double)(p.rows ? p.rows : p.samples) : 0;
     res->correct = p.correct;
     res->rows = p.rows;
@@ -458,15 +500,18 @@ actc_status actc_trainer_train_epoch(actc_trainer *t, actc_source *src, actc_pro
     return ACTC_OK;
 }
 
-actc_status actc_evaluate(actc_model *m, actc_ctx *ctx, actc_source *src, actc_eval_result *r)
+/* Batches first, first + stride, ... of src; r gets the sums (loss x rows
+ * in r->loss). */
+static actc_status evaluate(actc_model *m, actc_ctx *ctx, actc_source *src, int first, int stride,
+                            actc_eval_result *r)
 {
-    if (!m || !ctx || !src || !r) return actc_set_error(ACTC_ERR_INVALID, "actc_evaluate: NULL argument");
+    memset(r, 0, sizeof *r);
     const int was_training = actc_ctx_training(ctx);
     actc_ctx_set_training(ctx, 0);
     double total = 0;
     long correct = 0, rows = 0, samples = 0;
     actc_status s = ACTC_OK;
-    for (int i = 0; i < actc_source_batches(src) && s == ACTC_OK; i++) {
+    for (int i = first; i < actc_source_batches(src) && s == ACTC_OK; i += stride) {
         actc_batch b;
         if ((s = actc_source_get(src, 0, (uint64_t)i, 0, &b)) != ACTC_OK) break;
         actc_tensor *out = actc_model_forward_batch(m, ctx, &b);
@@ -496,15 +541,42 @@ actc_status actc_evaluate(actc_model *m, actc_ctx *ctx, actc_source *src, actc_e
     actc_ctx_set_training(ctx, was_training);
     actc__source_drop(src);
     if (s != ACTC_OK) return s;
-    r->loss = rows ? total / (double)rows : 0;
-    r->accuracy = rows ? (double)correct / (double)rows : 0;
+    r->loss = total;
+    r->accuracy = (double)correct;
     r->rows = rows;
     r->samples = samples;
     return ACTC_OK;
 }
 
+/* Sums into means. */
+static void eval_means(actc_eval_result *r)
+{
+    r->loss = r->rows ? r->loss / (double)r->rows : 0;
+    r->accuracy = r->rows ? r->accuracy / (double)r->rows : 0;
+}
+
+actc_status actc_evaluate(actc_model *m, actc_ctx *ctx, actc_source *src, actc_eval_result *r)
+{
+    if (!m || !ctx || !src || !r) return actc_set_error(ACTC_ERR_INVALID, "actc_evaluate: NULL argument");
+    actc_status s = evaluate(m, ctx, src, 0, 1, r);
+    if (s == ACTC_OK) eval_means(r);
+    return s;
+}
+
 actc_status actc_trainer_evaluate(actc_trainer *t, actc_source *src, actc_eval_result *r)
 {
-    if (!t) return actc_set_error(ACTC_ERR_INVALID, "actc_trainer_evaluate: trainer is NULL");
-    return actc_evaluate(t->m, t->ctx, src, r);
+    if (!t || !src || !r) return actc_set_error(ACTC_ERR_INVALID, "actc_trainer_evaluate: NULL argument");
+    actc_status s = evaluate(t->m, t->ctx, src, t->group.rank, t->group.size, r);
+    double v[4] = {r->loss, r->accuracy, (double)r->rows, (double)r->samples};
+    /* A failed rank still takes part in the sum, so the others do not wait
+     * for it; its status fails this rank only. */
+    actc_status gs = group_sum(t, v, 4);
+    if (s != ACTC_OK) return s;
+    if (gs != ACTC_OK) return gs;
+    r->loss = v[0];
+    r->accuracy = v[1];
+    r->rows = (long)v[2];
+    r->samples = (long)v[3];
+    eval_means(r);
+    return ACTC_OK;
 }

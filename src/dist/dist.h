@@ -1,0 +1,67 @@
+/* The data-parallel layer's internals (built only with MPI): the handle,
+ * the all-reduce of one float buffer in fp32 or 8 bits as a non-blocking
+ * state machine (allreduce.c), and the gradient buckets (replica.c). */
+#ifndef ACTC_DIST_H
+#define ACTC_DIST_H
+#include "actc.h"
+#include <mpi.h>
+#include <stdint.h>
+
+/* One all-reduce in flight over x[0..n). */
+typedef struct {
+    int bits;                  /* 32 or 8                                     */
+    float *x;
+    size_t n;
+    int phase;                 /* AR_IDLE, AR_SPREAD, AR_SUMMED (8 bits: the
+                                  all-to-all is done, the all-gather waits its
+                                  turn), AR_GATHER, AR_DONE                   */
+    MPI_Request req;
+    int *cnt;                  /* 6 x P ints: send, its displacements, receive,
+                                  its displacements, gather, its displacements */
+    uint8_t *sbuf, *rbuf, *gbuf; /* ACTC_MEM_COMM                             */
+    size_t sent;               /* bytes handed to MPI (a ring's for fp32)     */
+} actc__allreduce;
+enum { AR_IDLE = 0, AR_SPREAD, AR_SUMMED, AR_GATHER, AR_DONE };
+
+/* A run of parameters whose gradients travel together. */
+typedef struct {
+    int first, count;          /* positions in actc_dist.order                 */
+    int ready;                 /* of them complete this step                  */
+    int launched;
+    float *buf;                /* their gradients, packed (ACTC_MEM_COMM)     */
+    actc__allreduce ar;
+} actc__bucket;
+
+struct actc_dist {
+    MPI_Comm comm;             /* a duplicate: its own error handler          */
+    MPI_Comm gather;           /* another, for the 8-bit all-gathers: MPI
+                                  matches collectives per communicator in the
+                                  order ranks start them, and an all-gather
+                                  starts when its all-to-all is seen done,
+                                  which differs between ranks                 */
+    int rank, size, own_mpi;
+    actc_trainer *t;
+    actc_dist_opts o;
+    actc_tensor **params;
+    int np;
+    int *order;                /* parameter indices, last first               */
+    int *bucket_of;            /* per parameter index                         */
+    actc__bucket *b;
+    int nb, next;              /* buckets; the next to start                  */
+    double t_start;            /* the step's first bucket started             */
+    actc_dist_stats st;
+};
+
+/* Make t's group this communicator (comm.c). */
+actc_status actc__dist_set_group(actc_dist *d, actc_trainer *t);
+/* ACTC_ERR_COMM with MPI's message for rc (what: the call). */
+actc_status actc__mpi_error(int rc, const char *what);
+/* Start the sum of x[0..n) over the ranks (bits 32 or 8). */
+actc_status actc__allreduce_start(actc_dist *d, actc__allreduce *a, int bits, float *x, size_t n);
+/* Move a forward: test its request (wait: until it is AR_DONE).  An 8-bit
+ * one starts its all-gather only with may_gather (its turn: every earlier
+ * one has started its own); wait implies it. */
+actc_status actc__allreduce_progress(actc_dist *d, actc__allreduce *a, int wait, int may_gather);
+/* Free its buffers (the request must be complete). */
+void actc__allreduce_release(actc__allreduce *a);
+#endif

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# `mpirun actc train` end to end: data parallelism matches one process, only
+# rank 0 prints, logs and saves, resume works with the same and with another
+# number of ranks, and every failure the issue names ends the whole job with
+# the failing rank's message and a non-zero exit, never a hang.
+source "$(dirname "$0")/../cli/lib.bash"
+D=$TMP
+ACTC=$(readlink -f "$ACTC") # absolute: ranks below start in other directories (--wdir)
+# Open MPI refuses root unless told, and 3 ranks on 2 cores need oversubscription.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
+MPI="timeout 120 mpirun"
+for ((i = 0; i < 400; i++)); do echo "In the beginning God created the heaven and the earth. $((i % 7))"; done > $D/corpus.txt
+TINY="--model gpt --layers 2 --width 32 --heads 2 --context 32 --batch 6 --epoch-steps 20 --eval-tokens 2048 --lr 1e-2 --warmup 5 --progress off --threads 1 --data text:$D/corpus.txt"
+losses() { grep '"event":"step"' "$1" | sed 's/.*"loss":\([0-9.e+-]*\).*/\1/'; }
+
+# One process and two ranks: the same losses within float reordering (the
+# gradient is a sum of two halves instead of one: 1e-5 relative).
+$ACTC train $TINY --log-every 1 --log $D/one.jsonl > $D/one.out 2>&1 || fail "one process"
+out=$($MPI -np 2 $ACTC train $TINY --log-every 1 --log $D/two.jsonl 2>&1); rc=$?
+[ $rc -eq 0 ] && pass "mpirun -np 2 trains" || { fail "mpirun -np 2 (exit $rc)"; echo "$out" | tail -5; }
+[ "$(grep -c '^epoch 1/1' <<<"$out")" = 1 ] && grep -q "data parallel: 2 ranks" <<<"$out" && pass "rank 0 alone prints" \
+    || { fail "output of 2 ranks"; echo "$out"; }
+grep -q "^  COMM " <<<"$out" && grep -q "^communication (rank 0 of 2" <<<"$out" && grep -q '"comm":{"ranks":2' $D/two.jsonl \
+    && pass "memory table and log show communication" || fail "communication figures"
+paste <(losses $D/one.jsonl) <(losses $D/two.jsonl) | awk 'NF != 2 { bad = 1 } { d = $1 - $2; if (d < 0) d = -d; if (d > 1e-5 * $1) bad = 1; n++ }
+    END { exit bad || n != 20 }' && pass "2 ranks follow one process's losses (20 steps, 1e-5)" \
+    || { fail "2 ranks vs one process"; paste <(losses $D/one.jsonl) <(losses $D/two.jsonl) | head; }
+[ "$(grep -c '"event":"epoch"' $D/two.jsonl)" = 1 ] && pass "one log record per epoch" || fail "log written by several ranks"
+
+# 8-bit communication on 3 ranks: validation within 2% of one process.
+out=$($MPI -np 3 $ACTC train $TINY --grad-comm 8 2>&1) && pass "3 ranks with --grad-comm 8" || { fail "--grad-comm 8"; echo "$out" | tail; }
+v1=$(grep -o 'validation loss [0-9.]*' $D/one.out | awk '{print $3}'); v8=$(grep -o 'validation loss [0-9.]*' <<<"$out" | awk '{print $3}')
+awk -v a="$v1" -v b="$v8" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 0.02 * a) }' \
+    && pass "8-bit communication: validation $v8 vs $v1" || fail "8-bit communication: validation $v8 vs $v1"
+
+# Resume: two epochs straight, or one then a resume, on 2 ranks: identical;
+# resumed on 3 ranks or on one process: the same within float reordering.
+full=$($MPI -np 2 $ACTC train $TINY --epochs 2 --save $D/full.ckpt 2>&1 | grep -o 'validation loss [0-9.]*' | tail -1)
+$MPI -np 2 $ACTC train $TINY --epochs 2 --max-steps 20 --save $D/half.ckpt > /dev/null 2>&1
+[ -s $D/half.ckpt ] && [ -z "$(ls $D/*.tmp* 2>/dev/null)" ] && pass "rank 0 saves the checkpoint" || fail "checkpoint under mpirun"
+for np in 2 3; do
+    cp $D/half.ckpt $D/h$np.ckpt
+    v=$($MPI -np $np $ACTC train --resume $D/h$np.ckpt --epochs 2 --progress off --threads 1 2>&1 | grep -o 'validation loss [0-9.]*' | tail -1)
+    if [ $np = 2 ]; then [ -n "$full" ] && [ "$v" = "$full" ] && pass "resume on 2 ranks reproduces the run ($v)" || fail "resume on 2: '$v' vs '$full'"
+    else awk -v a="${full##* }" -v b="${v##* }" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 1e-4 * a) }' \
+        && pass "resume on 3 ranks continues ($v vs $full)" || fail "resume on 3 ranks: '$v' vs '$full'"; fi
+done
+v=$($ACTC train --resume $D/half.ckpt --epochs 2 --progress off --threads 1 2>&1 | grep -o 'validation loss [0-9.]*' | tail -1)
+awk -v a="${full##* }" -v b="${v##* }" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= 1e-4 * a) }' \
+    && pass "a 2-rank checkpoint resumes in one process ($v)" || fail "resume in one process: '$v' vs '$full'"
+
+# Bad input: every rank says so, the job ends.
+expect_fail "--grad-comm 16" "grad-comm 16" $MPI -np 2 $ACTC train $TINY --grad-comm 16
+[ "$($MPI -np 2 $ACTC train $TINY --grad-comm 16 2>&1 | grep -c 'error: --grad-comm 16')" = 2 ] \
+    && pass "--grad-comm 16: the error on each rank" || fail "--grad-comm 16 not on each rank"
+expect_fail "a batch smaller than the ranks" "needs at least 3 samples" $MPI -np 3 $ACTC train $TINY --batch 2
+expect_fail "ranks given different flags" "ranks disagree on the command line" \
+    $MPI -np 1 $ACTC train $TINY --lr 1e-2 : -np 1 $ACTC train $TINY --lr 2e-2
+
+# Faults on one rank or all: the job ends within the timeout, non-zero, with the message.
+mkdir -p $D/a $D/b && cp $D/corpus.txt $D/a/c.txt
+REL="--model gpt --layers 2 --width 32 --heads 2 --context 32 --batch 6 --epoch-steps 20 --progress off --threads 1 --data text:c.txt"
+expect_fail "a file missing on rank 1 ends the job" "c.txt.*(No such|cannot)|rank 1 of 2 failed" \
+    $MPI -np 1 --wdir $D/a $ACTC train $REL : -np 1 --wdir $D/b $ACTC train $REL
+expect_fail "a NaN loss ends the job" "NaN|infinite" $MPI -np 2 $ACTC train $TINY --lr 1e30 --clip 0 --warmup 0 --epoch-steps 50
+expect_fail "the memory budget ends the job" "budget" $MPI -np 2 $ACTC train $TINY --mem-budget 64KiB
+
+# A rank killed with SIGKILL: mpirun ends the job (non-zero) within a minute.
+mpirun -np 2 $ACTC train $TINY --epoch-steps 1000000 > $D/kill.out 2>&1 &
+job=$!
+for ((i = 0; i < 100; i++)); do
+    pids=$(pgrep -f -- "actc train .*--epoch-steps 1000000" | grep -v "^$job$" || true)
+    [ "$(wc -w <<<"$pids")" -ge 2 ] && break; sleep 0.1
+done
+victim=$(for p in $pids; do [ "$(ps -o comm= -p $p)" = actc ] && echo $p; done | tail -1)
+if [ -z "$victim" ]; then fail "SIGKILL test: no rank to kill"; kill $job 2>/dev/null
+else
+    sleep 1; kill -9 $victim; t0=$SECONDS
+    for ((i = 0; i < 600 && $(kill -0 $job 2>/dev/null && echo 1 || echo 0); i++)); do sleep 0.1; done
+    if kill -0 $job 2>/dev/null; then fail "SIGKILL of a rank: mpirun still running after 60 s"; kill -9 $job; pkill -9 -f -- "--epoch-steps 1000000"
+    else wait $job; rc=$?; [ $rc -ne 0 ] && pass "SIGKILL of a rank ends the job (exit $rc, $((SECONDS - t0)) s)" || fail "SIGKILL: exit 0"; fi
+fi
+finish
