@@ -40,10 +40,14 @@ for m in $MODELS; do
                 # AGoQ: all-to-all then all-gather of 8-bit codes + an fp32 absmax per 256
                 s8 = n * (1 + 4 / 256)
                 codec = (f * n * enc + f * n * dec + n / P * enc + n * dec) * 1e-9
-                t8 = 2 * (P - 1) * k * a + 2 * f * s8 / B + codec
-                # what backward cannot hide (buckets overlap backward, not the forward or the update)
+                w8 = 2 * (P - 1) * k * a + 2 * f * s8 / B
+                t8 = w8 + codec
+                # what backward cannot hide: transfers overlap backward (buckets
+                # start as it completes them), the codec runs on the training
+                # thread and adds to the step whatever happens
                 e32 = t32 - bwd * step; if (e32 < 0) e32 = 0
-                e8 = t8 - bwd * step; if (e8 < 0) e8 = 0
+                e8 = w8 - bwd * step; if (e8 < 0) e8 = 0
+                e8 += codec
                 printf "%-11s %6d %5d | %10.3f %10.3f %8.0f%% | %10.3f %10.3f %8.0f%% | %s\n", name, gbps, P, t32, e32,
                        100 * step / (step + e32), t8, e8, 100 * step / (step + e8),
                        t8 < t32 ? sprintf("8-bit %.2fx", t32 / t8) : sprintf("fp32 %.2fx", t8 / t32)

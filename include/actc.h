@@ -1489,10 +1489,21 @@ ACTC_API int actc_dist_available(void);
  * launcher.  Needs no MPI. */
 ACTC_API int actc_dist_launched(void);
 /* A handle on the communicator *(const MPI_Comm *)comm (duplicated; NULL:
- * MPI_COMM_WORLD).  Initialises MPI (MPI_THREAD_FUNNELED: actc calls MPI
- * from the thread that runs the trainer) if the program did not, and then
- * finalises it in actc_dist_free.  Errors of MPI come back as
- * ACTC_ERR_COMM with MPI's message. */
+ * MPI_COMM_WORLD).  Initialises MPI if the program did not, with
+ * MPI_THREAD_FUNNELED: actc calls MPI only from the thread that runs the
+ * trainer, which must then be the thread that initialised MPI (a program
+ * that trains on another thread initialises MPI itself, with at least
+ * MPI_THREAD_SERIALIZED), and finalises it in actc_dist_free.  Errors of
+ * MPI calls on the handle's communicators come back as ACTC_ERR_COMM with
+ * MPI's message (a failure inside MPI_Init is MPI's to report).
+ *
+ * Collective: every rank calls actc_dist_new, actc_dist_attach,
+ * actc_dist_same and actc_dist_allreduce, and with a trainer attached
+ * every step and actc_trainer_evaluate, in the same order (a progress
+ * callback's decision to stop must be the same on every rank).  The
+ * ranks' backward passes must reach the same parameters with the same
+ * gradient forms (every built-in model does; a custom model whose forward
+ * skips parameters depending on its data must not). */
 ACTC_API actc_status actc_dist_new(const void *comm, actc_dist **out);
 ACTC_API void actc_dist_free(actc_dist *d);
 ACTC_API int actc_dist_rank(const actc_dist *d);
@@ -1517,7 +1528,9 @@ typedef struct {
 ACTC_API actc_dist_opts actc_dist_default_opts(void);
 
 /* Make t (whose model every rank built alike) a data-parallel replica:
- * broadcasts the parameters from rank 0, sets the trainer's group and
+ * checks that every rank's model has the same shapes and the trainer the
+ * same position (step, epoch, batch; after a resume), broadcasts the
+ * parameters and buffers from rank 0, sets the trainer's group and
  * installs its grad-complete and after-backward hooks (replacing any).
  * Buckets: the parameters in reverse order (about the order backward
  * completes them) cut into runs of bucket_bytes; bucket k starts after
@@ -1533,6 +1546,12 @@ ACTC_API actc_status actc_dist_attach(actc_dist *d, actc_trainer *t, const actc_
  * so the trainer must outlive an attached handle or be detached first.  NULL
  * or a detached handle: nothing. */
 ACTC_API void actc_dist_detach(actc_dist *d);
+/* After a step that failed on this rank with gradient exchanges in flight
+ * the handle is broken: every later step fails with ACTC_ERR_COMM, and
+ * actc_dist_free leaves MPI as it is (MPI cannot cancel a collective, and
+ * finalising would wait for the other ranks).  The program must end the
+ * job (MPI_Abort).  A step that failed alike on every rank before any
+ * exchange started leaves the handle usable. */
 /* ACTC_ERR_COMM on every rank unless all ranks passed the same n bytes
  * (what names them in the message: "the command line"...). */
 ACTC_API actc_status actc_dist_same(actc_dist *d, const void *data, size_t n, const char *what);
@@ -1547,14 +1566,16 @@ typedef struct {
     size_t floats;             /* gradient floats per step (a low-rank one's
                                   factor counted)                             */
     size_t fp32_floats;        /* the same at the parameters' dense shapes   */
-    size_t bytes_sent;         /* bytes this rank hands MPI per step: for 8
-                                  bits exactly the all-to-all and all-gather
-                                  payloads; for fp32 what a ring all-reduce
-                                  sends, 2 (P - 1) / P x 4 x floats (MPI
-                                  picks its algorithm)                        */
+    size_t bytes_sent;         /* bytes this rank sends per step: for 8 bits
+                                  its all-to-all payload and its own share to
+                                  each other rank in the all-gather (what the
+                                  all-gather's algorithm relays is MPI's); for
+                                  fp32 what a ring all-reduce sends, 2 (P-1) /
+                                  P x 4 x floats (MPI picks its algorithm)    */
     double comm_s;             /* last step: first bucket started to last one
-                                  done                                        */
-    double exposed_s;          /* last step: waiting after backward ended     */
+                                  done and unpacked                           */
+    double exposed_s;          /* last step: after backward ended, waiting for
+                                  the buckets and unpacking them              */
     double total_comm_s, total_exposed_s; /* over all steps                   */
 } actc_dist_stats;
 ACTC_API void actc_dist_get_stats(const actc_dist *d, actc_dist_stats *s);

@@ -71,6 +71,10 @@ typedef struct {
  * /dev/null (their errors still reach stderr).  0, or prints why and
  * returns the exit status. */
 int cli_dist_begin(cli_dist *c, int argc, char **argv);
+/* Under mpirun: 0 if every rank reads the same bytes at path (what: for
+ * the message, e.g. "--resume"), else prints why (on every rank) and
+ * returns 1.  One process: 0. */
+int cli_dist_same_file(cli_dist *c, const char *path, const char *what);
 /* Threads per rank when --threads is not given: the cores over the ranks
  * on this host (0: one process, leave the default). */
 int cli_dist_threads(const cli_dist *c);

@@ -482,6 +482,9 @@ static int setup(run_state *r, train_opts *o, int lm)
     if (actc_trainer_new(r->model, &to, &r->t) != ACTC_OK) return fail("trainer");
     if (o->resume_path && actc_trainer_load(r->t, o->resume_path) != ACTC_OK) return fail("--resume");
     if (r->dist.d) {
+        /* Every host's copy of the checkpoint must be the same file. */
+        const char *ck = o->resume_path ? o->resume_path : o->init_path;
+        if (ck && cli_dist_same_file(&r->dist, ck, o->resume_path ? "--resume" : "--init")) return 1;
         actc_dist_opts dop = {o->grad_comm, o->bucket};
         if (actc_dist_attach(r->dist.d, r->t, &dop) != ACTC_OK) return fail("data parallel");
     }
@@ -641,6 +644,8 @@ static int run_train(train_opts *po, flag_def *flags, int argc, char **argv, con
         return 2;
     }
     if (!flag_was_set(flags, "--threads") && cli_dist_threads(dist)) o.threads = cli_dist_threads(dist);
+    if (dist->size == 1 && (flag_was_set(flags, "--grad-comm") || flag_was_set(flags, "--bucket")))
+        fprintf(stderr, "note: --grad-comm and --bucket act under mpirun; one process has nothing to exchange\n");
     if (dist->rank > 0) o.progress = "off";
 
     actc_set_threads(o.threads);

@@ -3,6 +3,7 @@
  * (MPI_Abort), so that no rank waits forever for it.  The training itself
  * is the library's (actc_dist_attach). */
 #include "cli.h"
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -24,13 +25,13 @@ int cli_dist_begin(cli_dist *c, int argc, char **argv)
     if (actc_dist_new(NULL, &c->d) != ACTC_OK) return fail("MPI");
     c->rank = actc_dist_rank(c->d);
     c->size = actc_dist_size(c->d);
-    /* Every rank must run the same command: rank 0's settings are the
-     * job's, a rank given others is stopped here, on every rank. */
+    /* Every rank must run the same command (the program's path aside):
+     * a rank given other flags is stopped here, on every rank. */
     size_t n = 0;
-    for (int i = 0; i < argc; i++) n += strlen(argv[i]) + 1;
+    for (int i = 1; i < argc; i++) n += strlen(argv[i]) + 1;
     char *all = malloc(n + 1), *p = all;
     if (!all) return fprintf(stderr, "error: out of memory\n"), 1;
-    for (int i = 0; i < argc; i++) {
+    for (int i = 1; i < argc; i++) { /* not argv[0]: hosts may keep actc elsewhere */
         const size_t len = strlen(argv[i]) + 1; /* with its NUL: "a b" differs from "a" "b" */
         memcpy(p, argv[i], len);
         p += len;
@@ -40,6 +41,24 @@ int cli_dist_begin(cli_dist *c, int argc, char **argv)
     if (s != ACTC_OK) return fail("mpirun");
     /* Only rank 0 speaks; the others keep stderr for their errors. */
     if (c->rank > 0 && !freopen("/dev/null", "w", stdout)) return fprintf(stderr, "error: /dev/null\n"), 1;
+    return 0;
+}
+
+int cli_dist_same_file(cli_dist *c, const char *path, const char *what)
+{
+    if (!c->d) return 0;
+    /* FNV-1a of the file's bytes, then the ranks compare the hashes. */
+    uint64_t h = 0xCBF29CE484222325ULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return fprintf(stderr, "error: %s: cannot open %s\n", what, path), 1;
+    unsigned char buf[1 << 16];
+    size_t k;
+    while ((k = fread(buf, 1, sizeof buf, f)) > 0)
+        for (size_t i = 0; i < k; i++) h = (h ^ buf[i]) * 0x100000001B3ULL;
+    const int bad = ferror(f);
+    fclose(f);
+    if (bad) return fprintf(stderr, "error: %s: cannot read %s\n", what, path), 1;
+    if (actc_dist_same(c->d, &h, sizeof h, what) != ACTC_OK) return fail(what);
     return 0;
 }
 

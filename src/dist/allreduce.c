@@ -39,8 +39,8 @@ static void share(size_t n, int P, int r, size_t *lo, size_t *len)
 
 static actc_status too_big(size_t bytes)
 {
-    return actc_set_error(ACTC_ERR_COMM, "an all-reduce of %zu bytes: MPI counts stop at %d; use smaller buckets",
-                          bytes, INT_MAX);
+    return actc_set_error(ACTC_ERR_COMM, "an all-reduce exchanging over %zu bytes: MPI counts stop at %d; use "
+                          "smaller buckets", bytes, INT_MAX);
 }
 
 static actc_status start8(actc_dist *d, actc__allreduce *a)
@@ -53,7 +53,9 @@ static actc_status start8(actc_dist *d, actc__allreduce *a)
     for (int r = 0; r < P; r++) {
         share(a->n, P, r, &lo, &len);
         const size_t b = actc_dyn8_bytes(len, ACTC_DYN8_BLOCK), in = r == me ? 0 : mine, out = r == me ? 0 : b;
-        if (sbytes + out > INT_MAX || rbytes + in > INT_MAX || gbytes + b > INT_MAX) return too_big(gbytes + b);
+        if (sbytes + out > INT_MAX || rbytes + in > INT_MAX || gbytes + b > INT_MAX)
+            return too_big(sbytes + out > rbytes + in ? (sbytes + out > gbytes + b ? sbytes + out : gbytes + b)
+                                                      : (rbytes + in > gbytes + b ? rbytes + in : gbytes + b));
         sc[r] = (int)out, sd[r] = (int)sbytes, sbytes += out;
         rc[r] = (int)in, rd[r] = (int)rbytes, rbytes += in;
         gc[r] = (int)b, gd[r] = (int)gbytes, gbytes += b;
@@ -67,6 +69,9 @@ static actc_status start8(actc_dist *d, actc__allreduce *a)
         share(a->n, P, r, &lo, &len);
         actc_dyn8_encode(a->x + lo, len, ACTC_DYN8_BLOCK, a->sbuf + sd[r]);
     }
+    /* What this rank contributes: its all-to-all sends, and its share to
+     * each other rank in the all-gather (what MPI's algorithm forwards of
+     * the others' shares on top is not counted). */
     a->sent = sbytes + mine * (size_t)(P - 1);
     int e = MPI_Ialltoallv(a->sbuf, sc, sd, MPI_BYTE, a->rbuf, rc, rd, MPI_BYTE, d->comm, &a->req);
     if (e != MPI_SUCCESS) return actc__mpi_error(e, "MPI_Ialltoallv of 8-bit gradients");

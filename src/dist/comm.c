@@ -29,6 +29,11 @@ actc_status actc_dist_new(const void *comm, actc_dist **out)
         int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
         if (rc != MPI_SUCCESS) return actc__mpi_error(rc, "MPI_Init_thread");
         own = 1;
+        if (provided < MPI_THREAD_FUNNELED) {
+            MPI_Finalize();
+            return actc_set_error(ACTC_ERR_COMM, "this MPI offers no thread support (MPI_THREAD_FUNNELED), which actc's "
+                                                 "OpenMP threads need");
+        }
     }
     actc_dist *d = calloc(1, sizeof *d);
     if (!d) {
@@ -81,7 +86,8 @@ actc_status actc_dist_same(actc_dist *d, const void *data, size_t n, const char 
         return actc__mpi_error(rc, "MPI_Allreduce");
     if (!any) return ACTC_OK;
     int who = first;
-    MPI_Allreduce(&first, &who, 1, MPI_INT, MPI_MIN, d->comm);
+    if ((rc = MPI_Allreduce(&first, &who, 1, MPI_INT, MPI_MIN, d->comm)) != MPI_SUCCESS)
+        return actc__mpi_error(rc, "MPI_Allreduce");
     return actc_set_error(ACTC_ERR_COMM, "the ranks disagree on %s: rank %d's differs from rank 0's%s",
                           what ? what : "their data", who, differs ? " (this rank's too)" : "");
 }
@@ -121,8 +127,12 @@ void actc_dist_free(actc_dist *d)
 {
     if (!d) return;
     actc_dist_detach(d);
-    if (d->gather != MPI_COMM_NULL) MPI_Comm_free(&d->gather);
-    if (d->comm != MPI_COMM_NULL) MPI_Comm_free(&d->comm);
-    if (d->own_mpi) MPI_Finalize();
+    /* Exchanges left in flight by a failed step hold the communicators:
+     * freeing them or finalising could wait forever (the job is ending). */
+    if (!d->broken) {
+        if (d->gather != MPI_COMM_NULL) MPI_Comm_free(&d->gather);
+        if (d->comm != MPI_COMM_NULL) MPI_Comm_free(&d->comm);
+        if (d->own_mpi) MPI_Finalize();
+    }
     free(d);
 }

@@ -48,6 +48,10 @@ struct actc_dist {
     int *bucket_of;            /* per parameter index                         */
     actc__bucket *b;
     int nb, next;              /* buckets; the next to start                  */
+    uint64_t step;             /* the trainer's step the buckets are for      */
+    int broken;                /* a failed step left collectives in flight:
+                                  nothing more can be exchanged, and the
+                                  communicators cannot be freed               */
     double t_start;            /* the step's first bucket started             */
     actc_dist_stats st;
 };

@@ -5,6 +5,7 @@
 #include "../autograd/gradient.h"
 #include "../train/train.h"
 #include "../core/core.h"
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,18 +17,35 @@ actc_dist_opts actc_dist_default_opts(void)
     return o;
 }
 
-void actc_dist_detach(actc_dist *d)
+/* 1 if b's all-reduce is in flight. */
+static int in_flight(const actc__bucket *b) { return b->ar.phase != AR_IDLE && b->ar.phase != AR_DONE; }
+
+/* Drop the buckets' buffers between steps.  A collective still in flight
+ * (a step failed half-way) cannot be cancelled (MPI forbids it for
+ * collectives) nor its buffers freed: they stay, and the handle is broken. */
+static void drop_buckets(actc_dist *d)
 {
-    if (!d) return;
     for (int i = 0; i < d->nb; i++) {
         actc__bucket *b = &d->b[i];
-        if (b->ar.req != MPI_REQUEST_NULL && b->ar.phase != AR_DONE && b->ar.phase != AR_IDLE) {
-            MPI_Cancel(&b->ar.req); /* a failed step's: nobody will finish it */
-            MPI_Request_free(&b->ar.req);
+        if (in_flight(b)) {
+            d->broken = 1;
+            b->buf = NULL; /* MPI's until the job ends */
+            memset(&b->ar, 0, sizeof b->ar);
         }
         actc__allreduce_release(&b->ar);
         actc_mem_free(b->buf);
+        b->buf = NULL;
+        b->ar.phase = AR_IDLE;
+        b->ar.req = MPI_REQUEST_NULL;
+        b->ready = b->launched = 0;
     }
+    d->next = 0;
+}
+
+void actc_dist_detach(actc_dist *d)
+{
+    if (!d) return;
+    drop_buckets(d);
     if (d->t) {
         actc_trainer_on_grad_complete(d->t, NULL, NULL);
         actc_trainer_on_after_backward(d->t, NULL, NULL);
@@ -38,8 +56,27 @@ void actc_dist_detach(actc_dist *d)
     free(d->bucket_of);
     d->b = NULL;
     d->order = d->bucket_of = NULL;
-    d->nb = d->next = 0;
+    d->nb = 0;
     d->t = NULL;
+}
+
+/* The first event of a step: buckets left by a step that failed before
+ * its end are dropped (none of their collectives in flight: the ranks
+ * failed alike, before any started, and may go on) or make the handle
+ * broken (this rank stopped with exchanges started: the job must end). */
+static actc_status begin_step(actc_dist *d)
+{
+    const uint64_t step = actc_trainer_steps(d->t);
+    if (step != d->step) {
+        int left = 0;
+        for (int i = 0; i < d->nb; i++) left |= d->b[i].ready > 0;
+        if (left) drop_buckets(d);
+        d->step = step;
+    }
+    if (d->broken)
+        return actc_set_error(ACTC_ERR_COMM, "data parallel: a failed step left gradient exchanges in flight; this "
+                                             "rank cannot exchange again (the job must end)");
+    return ACTC_OK;
 }
 
 /* Pack bucket b's gradients and start their all-reduce. */
@@ -53,7 +90,15 @@ static actc_status launch(actc_dist *d, actc__bucket *b)
         const actc_tensor *p = d->params[d->order[b->first + k]];
         actc_status s = actc__grad_wire_get(p, b->buf + off);
         if (s != ACTC_OK) return s;
-        off += actc__grad_wire_len(p);
+        /* The 8-bit codes have no NaN or infinity (the codec maps them to
+         * finite values): refuse them here, as clipping and the optimizer
+         * would after an fp32 exchange. */
+        const size_t len = actc__grad_wire_len(p);
+        for (size_t j = 0; d->o.grad_comm == 8 && j < len; j++)
+            if (!isfinite(b->buf[off + j]))
+                return actc_set_error(ACTC_ERR_NUMERIC, "the gradient of '%s' holds %s (element %zu): not sent",
+                                      p->name, isnan(b->buf[off + j]) ? "NaN" : "an infinity", j);
+        off += len;
         d->st.fp32_floats += p->numel;
     }
     if (d->next == 0) d->t_start = actc__now();
@@ -89,6 +134,8 @@ static actc_status on_grad(actc_trainer *t, actc_tensor *param, int index, void 
     (void)t, (void)param;
     actc_dist *d = user;
     if (index < 0 || index >= d->np) return ACTC_OK;
+    actc_status s = begin_step(d);
+    if (s != ACTC_OK) return s;
     actc__bucket *b = &d->b[d->bucket_of[index]];
     if (++b->ready > b->count)
         return actc_set_error(ACTC_ERR_STATE, "data parallel: a gradient completed twice in one step (a failed step "
@@ -102,32 +149,30 @@ static actc_status after_backward(actc_trainer *t, void *user)
 {
     actc_dist *d = user;
     const double t0 = actc__now();
-    actc_status s = advance(d);
+    actc_status s = begin_step(d);
+    if (s == ACTC_OK) s = advance(d);
     if (s == ACTC_OK && d->next < d->nb)
         s = actc_set_error(ACTC_ERR_STATE, "data parallel: bucket %d of %d never completed", d->next, d->nb);
     actc_ctx *ctx = actc_trainer_ctx(t);
-    for (int i = 0; i < d->nb; i++) {
+    for (int i = 0; s == ACTC_OK && i < d->nb; i++) {
         actc__bucket *b = &d->b[i];
-        if (s == ACTC_OK) s = actc__allreduce_progress(d, &b->ar, 1, 1);
+        s = actc__allreduce_progress(d, &b->ar, 1, 1);
         size_t off = 0;
         for (int k = 0; s == ACTC_OK && k < b->count; k++) {
             actc_tensor *p = d->params[d->order[b->first + k]];
             s = actc__grad_wire_set(ctx, p, b->buf + off);
             off += actc__grad_wire_len(p);
         }
-        actc__allreduce_release(&b->ar);
-        actc_mem_free(b->buf);
-        b->buf = NULL;
-        b->ready = b->launched = 0;
     }
-    d->next = 0;
+    drop_buckets(d); /* on failure, broken if any exchange is still in flight */
+    if (s != ACTC_OK) return s;
     const double t1 = actc__now();
     d->st.exposed_s = t1 - t0;
     d->st.comm_s = t1 - d->t_start;
     d->st.total_exposed_s += d->st.exposed_s;
     d->st.total_comm_s += d->st.comm_s;
     d->st.steps++;
-    return s;
+    return ACTC_OK;
 }
 
 actc_status actc_dist_attach(actc_dist *d, actc_trainer *t, const actc_dist_opts *o)
@@ -141,19 +186,30 @@ actc_status actc_dist_attach(actc_dist *d, actc_trainer *t, const actc_dist_opts
     actc_dist_detach(d);
     d->o = opt;
     d->np = actc_model_params(actc_trainer_model(t), &d->params);
-    /* The same model everywhere (shapes), then rank 0's weights. */
-    size_t *shape = calloc((size_t)d->np + 1, sizeof *shape);
+    /* The same model (every parameter's and buffer's shape) and position
+     * everywhere, then rank 0's weights and buffers (batch-norm statistics):
+     * a rank that resumed from another copy of a checkpoint is refused or
+     * overwritten, never left to drift. */
+    actc_tensor **state;
+    const int ns = actc_model_state(actc_trainer_model(t), &state);
+    int *shape = calloc((size_t)ns * (ACTC_MAX_DIMS + 1) + 6, sizeof *shape);
     if (!shape) return actc_set_error(ACTC_ERR_OOM, "out of memory for the replica");
-    for (int i = 0; i < d->np; i++) shape[i] = d->params[i]->numel;
-    actc_status s = actc_dist_same(d, shape, (size_t)d->np * sizeof *shape, "the model's parameter shapes");
+    for (int i = 0; i < ns; i++) {
+        shape[i * (ACTC_MAX_DIMS + 1)] = state[i]->ndim;
+        memcpy(shape + i * (ACTC_MAX_DIMS + 1) + 1, state[i]->shape, sizeof state[i]->shape);
+    }
+    const uint64_t pos[3] = {actc_trainer_steps(t), actc_trainer_epoch(t), actc_trainer_batch_in_epoch(t)};
+    memcpy(shape + (size_t)ns * (ACTC_MAX_DIMS + 1), pos, sizeof pos);
+    actc_status s = actc_dist_same(d, shape, ((size_t)ns * (ACTC_MAX_DIMS + 1)) * sizeof *shape + sizeof pos,
+                                   "the model's shapes and the training position (step, epoch, batch)");
     free(shape);
     if (s != ACTC_OK) return s;
-    for (int i = 0; i < d->np; i++) {
-        actc_tensor *p = d->params[i];
+    for (int i = 0; i < ns; i++) {
+        actc_tensor *p = state[i];
         for (size_t off = 0; off < p->numel;) {
             const size_t k = p->numel - off < (size_t)1 << 30 ? p->numel - off : (size_t)1 << 30;
             int rc = MPI_Bcast(p->data + off, (int)k, MPI_FLOAT, 0, d->comm);
-            if (rc != MPI_SUCCESS) return actc__mpi_error(rc, "MPI_Bcast of the parameters");
+            if (rc != MPI_SUCCESS) return actc__mpi_error(rc, "MPI_Bcast of the weights");
             off += k;
         }
     }
@@ -179,6 +235,7 @@ actc_status actc_dist_attach(actc_dist *d, actc_trainer *t, const actc_dist_opts
         bytes += d->params[i]->numel * sizeof(float);
     }
     d->t = t;
+    d->step = actc_trainer_steps(t);
     if ((s = actc__dist_set_group(d, t)) != ACTC_OK) {
         actc_dist_detach(d);
         return s;

@@ -290,12 +290,12 @@ static actc_status trainer_pass(actc_ctx *ctx, void *user, int max_samples, int 
     const int N = actc_batch_samples(p->b);
     const int n = max_samples > 0 && max_samples < N ? max_samples : N;
     const int micro = (N + t->o.accum - 1) / t->o.accum;
-    /* The kept pass scales by the whole batch: the processes' gradients
-     * add up to its mean. */
-    const int denom = max_samples > 0 && max_samples < N ? n : p->total;
     /* The controller's measuring passes run with the replaying flag up; the
      * pass it keeps is the last one, without it. */
     const int kept = !actc_ctx_replaying(ctx);
+    /* The kept pass scales by the whole batch, so that the processes'
+     * gradients add up to its mean; a measuring pass by what it ran. */
+    const int denom = kept ? p->total : n;
     const uint64_t step = actc_ctx_step(ctx);
     p->loss_sum = 0;
     p->correct = p->rows = 0;
