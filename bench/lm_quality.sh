@@ -19,9 +19,11 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 start=$(date +%s)
 ckpt=${CKPT:-$out/lm.ckpt}
+# stdin from /dev/null: mpirun hands its stdin to rank 0, and would eat a
+# caller's `while read` input.
 # shellcheck disable=SC2086 # LAUNCH is a command with its flags
 ${LAUNCH:-} "$build/actc" train --model "$model" --compress "$policy" --data text $recipe --progress off \
-    --save "$ckpt" | grep --line-buffered -E "^(actc|text|data parallel|epoch|context before backward|  total|  COMM|process peak RSS|gradients before|optimizer state|communication)"
+    --save "$ckpt" < /dev/null | grep --line-buffered -E "^(actc|text|data parallel|epoch|context before backward|  total|  COMM|process peak RSS|gradients before|optimizer state|communication)"
 echo "training took $(( $(date +%s) - start )) s"
 "$build/actc" eval --checkpoint "$ckpt"
 "$build/actc" generate --checkpoint "$ckpt" --prompt "And God said" --tokens 300 --top-k 20 --seed 1

@@ -40,7 +40,10 @@ static const char ABOUT[] =
     "loss, test accuracy or validation loss in bits per byte, throughput and the\n"
     "memory table.  --resume takes the recipe (model, policy, optimizer and its\n"
     "settings, schedule, batch, epochs, seed) from the checkpoint; flags given with\n"
-    "it override them, except the model's shape.";
+    "it override them, except the model's shape.  Started by mpirun (mpirun -np N\n"
+    "actc train ...), it trains data-parallel: --batch stays the global batch, each\n"
+    "rank runs its share, gradients are all-reduced during backward (--grad-comm,\n"
+    "--bucket), rank 0 prints, logs and saves.";
 
 static void build_flags(flag_def *f, void *opts)
 {
