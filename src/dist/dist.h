@@ -27,7 +27,6 @@ enum { AR_IDLE = 0, AR_SPREAD, AR_SUMMED, AR_GATHER, AR_DONE };
 typedef struct {
     int first, count;          /* positions in actc_dist.order                 */
     int ready;                 /* of them complete this step                  */
-    int launched;
     float *buf;                /* their gradients, packed (ACTC_MEM_COMM)     */
     actc__allreduce ar;
 } actc__bucket;

@@ -37,7 +37,7 @@ static void drop_buckets(actc_dist *d)
         b->buf = NULL;
         b->ar.phase = AR_IDLE;
         b->ar.req = MPI_REQUEST_NULL;
-        b->ready = b->launched = 0;
+        b->ready = 0;
     }
     d->next = 0;
 }
@@ -102,7 +102,6 @@ static actc_status launch(actc_dist *d, actc__bucket *b)
         d->st.fp32_floats += p->numel;
     }
     if (d->next == 0) d->t_start = actc__now();
-    b->launched = 1;
     d->st.floats += n;
     actc_status s = actc__allreduce_start(d, &b->ar, d->o.grad_comm, b->buf, n);
     d->st.bytes_sent += b->ar.sent;

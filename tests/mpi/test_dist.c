@@ -224,7 +224,26 @@ static void test_bad_input(actc_dist *d)
     if (g_size > 1)
         CHECK(actc_trainer_step(t, &b, NULL) == ACTC_ERR_INVALID && strstr(actc_last_error(), "cannot be shared"),
               "a batch of 1 on %d ranks", g_size);
-    actc_dist_detach(d);
+    /* Attached, each rank draws its own random streams (dropout here, and
+     * stochastic rounding); detached, the one process's again. */
+    int shp[1] = {4096};
+    actc_tensor *ones = actc_tensor_new(ACTC_MEM_ACT, 1, shp);
+    for (size_t i = 0; i < ones->numel; i++) ones->data[i] = 1.0f;
+    actc_ctx *ctx = actc_trainer_ctx(t);
+    for (int attached = 1; attached >= 0; attached--) {
+        if (!attached) actc_dist_detach(d);
+        actc_ctx_reset(ctx);
+        actc_ctx_set_training(ctx, 1);
+        actc_ctx_set_step(ctx, 0);
+        actc_tensor *y = actc_dropout(ctx, ones, 0.5f);
+        CHECK(y, "dropout");
+        const actc_status same = actc_dist_same(d, y->data, y->numel * sizeof(float), "dropout masks");
+        if (attached && g_size > 1) CHECK(same == ACTC_ERR_COMM, "ranks drew the same dropout mask");
+        if (!attached) CHECK(same == ACTC_OK, "detached, the ranks' dropout masks differ");
+        actc_tensor_release(y);
+        actc_ctx_reset(ctx);
+    }
+    actc_tensor_release(ones);
     actc_trainer_free(t);
     actc_model_free(m);
 }
