@@ -885,6 +885,78 @@ ACTC_API actc_tensor *actc_flatten(actc_ctx *ctx, actc_tensor *x);
 ACTC_API actc_tensor *actc_cross_entropy(actc_ctx *ctx, actc_tensor *logits, const int32_t *labels,
                                          int ignore_index, int *n_correct);
 
+/* ---- Graph operators: sparse adjacency in CSR --------------------------
+ * Row i of an adjacency lists the nodes i aggregates from: y[i] = sum over
+ * entries k in [rowptr[i], rowptr[i+1]) of val[k] x[col[k]].  The structure
+ * (rowptr, col, perm) is the graph's, read in place like a parameter: it
+ * must outlive the backward pass and is not context.  What is computed per
+ * node or per edge (features, attention scores and coefficients) goes
+ * through the saved-context store, so every policy applies to it.
+ * Backward walks the transpose (actc_csr_transpose: the same entries by
+ * column, perm[k] naming the entry of the original), so every output row
+ * has one writer: no atomics, and the same bits at any thread count. */
+typedef struct {
+    int n;                 /* rows = columns = nodes                           */
+    int64_t nnz;           /* stored entries                                   */
+    int64_t *rowptr;       /* [n + 1]                                          */
+    int32_t *col;          /* [nnz] in [0, n), ascending within a row          */
+    float *val;            /* [nnz] entry weights, or NULL: all ones           */
+    int64_t *perm;         /* a transpose: entry k is entry perm[k] of the
+                              matrix it was made from; otherwise NULL          */
+} actc_csr;
+
+/* The CSR of n nodes with m edges src[e] -> dst[e] (row dst[e] gets column
+ * src[e]), weights w (NULL: ones).  With symmetric each edge is also added
+ * the other way; with self_loops every node gets i -> i.  Duplicate edges
+ * are merged into one entry (weights: the first one's; documented in
+ * docs/graphs.md).  ACTC_ERR_INVALID naming the edge for an index outside
+ * [0, n) or n < 1.  Free with actc_csr_free. */
+ACTC_API actc_status actc_csr_from_edges(int n, int64_t m, const int32_t *src, const int32_t *dst, const float *w,
+                                         int symmetric, int self_loops, actc_csr *out);
+/* The transpose of a: out->perm[k] is the entry of a that out's entry k is
+ * (out->val is NULL: backward reads a's values through perm). */
+ACTC_API actc_status actc_csr_transpose(const actc_csr *a, actc_csr *out);
+/* GCN's symmetric normalisation of a (which should hold its self-loops):
+ * w[k] = 1 / sqrt(d_i d_j) for entry k = (i, j), d = entries per row
+ * (times a's weights when a has them: d_i = sum of row i's weights).  w
+ * has a->nnz floats. */
+ACTC_API actc_status actc_csr_gcn_norm(const actc_csr *a, float *w);
+/* Free a CSR's arrays (not the struct); a zeroed or freed one is fine. */
+ACTC_API void actc_csr_free(actc_csr *a);
+
+/* y[n, F] = A x for x [n, F] (any trailing shape, flattened to F).  at is
+ * actc_csr_transpose(a) (backward: dx = A^T dy, one writer per row of dx),
+ * or NULL when a is symmetric in structure and values.  Saves nothing: dx
+ * needs only A. */
+ACTC_API actc_tensor *actc_spmm(actc_ctx *ctx, const actc_csr *a, const actc_csr *at, actc_tensor *x);
+/* GAT's edge scores: e[k, h] = LeakyReLU(s_dst[i, h] + s_src[j, h]) for
+ * entry k = (i, j) of a, s_dst and s_src [n, H], slope the negative slope
+ * (0.2 in GAT).  at is actc_csr_transpose(a) (backward of s_src).  Saves
+ * the sign of each score as a MASK (one bit per edge and head). */
+ACTC_API actc_tensor *actc_gat_scores(actc_ctx *ctx, const actc_csr *a, const actc_csr *at, actc_tensor *s_dst,
+                                      actc_tensor *s_src, float slope);
+/* Softmax of e [nnz, H] over each row's entries, per head: every row with
+ * entries sums to one.  Saves the output as ACT. */
+ACTC_API actc_tensor *actc_edge_softmax(actc_ctx *ctx, const actc_csr *a, actc_tensor *e);
+/* Attention-weighted aggregation: y[i, h*D + d] = sum over entries k = (i, j)
+ * of alpha[k, h] x[j, h*D + d], alpha [nnz, H], x [n, H*D].  Saves alpha
+ * (ACT) when x needs a gradient and x (ACT) when alpha does. */
+ACTC_API actc_tensor *actc_edge_aggregate(actc_ctx *ctx, const actc_csr *a, const actc_csr *at, actc_tensor *alpha,
+                                          actc_tensor *x);
+/* Per-head dot product: s[i, h] = sum_d x[i, h*D + d] w[h, d], x [n, H*D],
+ * w [H, D] (GAT's attention vectors).  Saves x (ACT) when w needs a
+ * gradient; a parameter w is read in place. */
+ACTC_API actc_tensor *actc_head_dot(actc_ctx *ctx, actc_tensor *x, actc_tensor *w);
+/* Rows of x [n, ...] picked by idx[0..m): y[r] = x[idx[r]] (m rows, repeats
+ * allowed).  The indices are kept as INDEX; backward adds each row back to
+ * its source, sources split across threads so that every row of dx has one
+ * writer. */
+ACTC_API actc_tensor *actc_gather_rows(actc_ctx *ctx, actc_tensor *x, const int32_t *idx, int m);
+/* ELU: x for x > 0, alpha (exp(x) - 1) otherwise.  Saves the output (ACT). */
+ACTC_API actc_tensor *actc_elu(actc_ctx *ctx, actc_tensor *x, float alpha);
+/* a x + b y for x, y of the same shape (y NULL: a x).  Saves nothing. */
+ACTC_API actc_tensor *actc_scale_add(actc_ctx *ctx, actc_tensor *x, float a, actc_tensor *y, float b);
+
 /* ---- Transformer building blocks (normalise / activate over the last dim) */
 
 /* Token embedding: out[b,t,:] = weight[ids[b*T+t], :] for ids in [0, V).
@@ -1084,9 +1156,14 @@ typedef struct actc_batch {
                                 B*T next tokens; NULL when a user model's
                                 forward returns the loss itself                */
     void *user;              /* anything a user-defined forward needs          */
+    /* Graph models: the whole graph (x its features, ids the B nodes whose
+     * logits the forward returns, labels theirs).  A graph batch is one
+     * sample: it is never cut into micro-batches or shared by processes. */
+    const struct actc_graph *graph;
 } actc_batch;
 
-/* Samples in b: x's first dimension when x is set, else B. */
+/* Samples in b: 1 for a graph batch, x's first dimension when x is set,
+ * else B. */
 ACTC_API int actc_batch_samples(const actc_batch *b);
 
 /* Forward of a user-defined model: the logits for batch b (one row per
@@ -1251,6 +1328,75 @@ ACTC_API void actc_text_free(actc_text_corpus *c);
 ACTC_API actc_status actc_text_batch(const actc_text_corpus *c, int split, int B, int T, uint64_t seed,
                                      uint64_t step, int32_t *ids);
 
+/* ---- Graphs: full-batch node classification ---- */
+
+/* A graph with node features, labels and a split, ready for the graph
+ * models: adj is A + I (the edges made symmetric, self-loops added,
+ * duplicates merged), adj_t its transpose, norm GCN's weights over adj's
+ * entries.  x is [n, n_features] (an actc tensor in SCRATCH, not trained). */
+typedef struct actc_graph {
+    int n, n_features, n_classes;
+    int64_t n_edges;       /* undirected edges of the input, after merging,
+                              self-loops not counted                           */
+    actc_csr adj, adj_t;
+    float *norm;           /* [adj.nnz]                                        */
+    actc_tensor *x;        /* [n, n_features]                                  */
+    int32_t *y;            /* [n] in [0, n_classes)                            */
+    int8_t *split;         /* [n]: ACTC_SPLIT_TRAIN, _VAL, _TEST or _NONE     */
+    char source[256];      /* where it came from                               */
+} actc_graph;
+
+enum { ACTC_SPLIT_NONE = -1, ACTC_SPLIT_TRAIN = 0, ACTC_SPLIT_VAL = 1, ACTC_SPLIT_TEST = 2 };
+
+/* Build a graph from n nodes' features x [n * n_features], labels y (in
+ * [0, n_classes)), split (per node, the enum above) and m undirected edges
+ * src[e] - dst[e].  Copies everything.  ACTC_ERR_INVALID naming the first
+ * problem: n < 1, an edge to a node outside [0, n), a label outside
+ * [0, n_classes), a split value outside the enum, no training node. */
+ACTC_API actc_status actc_graph_new(int n, int n_features, int n_classes, const float *x, const int32_t *y,
+                                    const int8_t *split, int64_t m, const int32_t *src, const int32_t *dst,
+                                    actc_graph **out);
+ACTC_API void actc_graph_free(actc_graph *g);
+/* The graph file (docs/graphs.md): magic "ACTCGRPH", version, n,
+ * n_features, n_classes, m, then features (f32), labels (i32), split (i8),
+ * edges (i32 pairs), little-endian, and a CRC-32 of all that came before.
+ * Load refuses anything malformed (ACTC_ERR_FORMAT or ACTC_ERR_IO naming
+ * the file and the problem), never crashes. */
+ACTC_API actc_status actc_graph_load(const char *path, actc_graph **out);
+ACTC_API actc_status actc_graph_save(const actc_graph *g, const char *path);
+/* Nodes per split: counts[0..2] = train, validation, test. */
+ACTC_API void actc_graph_split_counts(const actc_graph *g, int counts[3]);
+/* Redraw the split: a permutation of the nodes by seed, the first n_train
+ * train, the next n_val validation, every other node test. */
+ACTC_API actc_status actc_graph_resplit(actc_graph *g, int n_train, int n_val, uint64_t seed);
+
+/* A planted-partition graph (stochastic block model) for tests and scale
+ * runs: n nodes in `classes` equal blocks, about n * degree / 2 edges of
+ * which a fraction p_in join nodes of the same block, features a noisy
+ * one-hot of the block (n_features >= classes, noise std), split n_train /
+ * n_val / rest.  Pure function of seed. */
+typedef struct {
+    int n, classes, n_features;
+    double degree, p_in, noise;
+    int n_train, n_val;
+    uint64_t seed;
+} actc_sbm_opts;
+ACTC_API actc_sbm_opts actc_sbm_default_opts(void);
+ACTC_API actc_status actc_graph_sbm(const actc_sbm_opts *o, actc_graph **out);
+
+/* The k-nearest-neighbour graph of images (cosine similarity of the raw
+ * pixels; each image joined to its k most similar others, the edges made
+ * symmetric), features the pixels scaled to [0, 1], labels the images'.
+ * Split: ACTC_SPLIT_NONE (use actc_graph_resplit).  Dense similarity
+ * blocks through sgemm, threaded. */
+ACTC_API actc_status actc_graph_knn_images(const actc_image_dataset *const *parts, int n_parts, int k,
+                                           actc_graph **out);
+/* The default graph: Fashion-MNIST's 70,000 images (train then test) from
+ * dir (NULL: the Debian package's), k = 10, split by seed 0 into 1,000
+ * train, 1,000 validation and 68,000 test nodes.  Cached in the graph file
+ * cache (built and saved there when missing; NULL: no cache). */
+ACTC_API actc_status actc_graph_fashion_mnist(const char *dir, const char *cache, actc_graph **out);
+
 /* ---- Data sources: the batches of an epoch ---- */
 
 /* A data source hands out the batches of an epoch by index, as a pure
@@ -1274,6 +1420,10 @@ ACTC_API actc_status actc_source_text(const actc_text_corpus *c, int B, int T, u
  * evenly over the validation part of c, first at its start, last at its
  * end, in batches of up to B windows. */
 ACTC_API actc_status actc_source_text_eval(const actc_text_corpus *c, int T, uint64_t tokens, int B, actc_source **out);
+/* Full-batch node classification: one batch per epoch, the whole graph g
+ * (x its features, graph g, ids the nodes of `split` and labels theirs).
+ * g must outlive the source. */
+ACTC_API actc_status actc_source_graph(const actc_graph *g, int split, actc_source **out);
 /* Your own data: get fills *b with batch `index` of `epoch` (step: the
  * trainer's global step); `batches` per epoch. */
 typedef actc_status (*actc_source_get_fn)(void *user, uint64_t epoch, uint64_t index, uint64_t step,
