@@ -954,6 +954,8 @@ ACTC_API actc_tensor *actc_head_dot(actc_ctx *ctx, actc_tensor *x, actc_tensor *
 ACTC_API actc_tensor *actc_gather_rows(actc_ctx *ctx, actc_tensor *x, const int32_t *idx, int m);
 /* ELU: x for x > 0, alpha (exp(x) - 1) otherwise.  Saves the output (ACT). */
 ACTC_API actc_tensor *actc_elu(actc_ctx *ctx, actc_tensor *x, float alpha);
+/* x [..., F] + b [F] on every row.  Saves nothing. */
+ACTC_API actc_tensor *actc_bias_add(actc_ctx *ctx, actc_tensor *x, actc_tensor *b);
 /* a x + b y for x, y of the same shape (y NULL: a x).  Saves nothing. */
 ACTC_API actc_tensor *actc_scale_add(actc_ctx *ctx, actc_tensor *x, float a, actc_tensor *y, float b);
 
@@ -1124,7 +1126,12 @@ ACTC_API actc_model_opts actc_model_default_opts(void);
  * "resnet56", "resnet18"; language models "gpt", "llama" (6 layers, width
  * 256, 8 heads, context 256, vocabulary 256 unless opts say otherwise), the
  * presets "gpt-mini" and "llama-mini" (the same shapes) and "gpt2-124m" (12
- * layers, width 768, 12 heads, context 1024, vocabulary 50257). */
+ * layers, width 768, 12 heads, context 1024, vocabulary 50257); graph
+ * networks "gcn" (2 layers, width 64), "gat" (2 layers, 8 heads of 8
+ * features, one head on the output layer) and "gcnii" (16 layers, width 64,
+ * alpha 0.1, lambda 0.5), whose input is in_channels * in_h * in_w node
+ * features and whose dropout (opts.dropout; the command's presets are 0.5,
+ * 0.6 and 0.6) applies to features, and in gat to attention too. */
 ACTC_API actc_status actc_model_create(const char *name, const actc_model_opts *o, actc_model **out);
 ACTC_API void actc_model_free(actc_model *m);
 /* Names accepted by actc_model_create, one per line with a description. */
@@ -1139,6 +1146,10 @@ ACTC_API int actc_model_takes_tokens(const actc_model *m);
 /* The same by name, before building: 1 if actc_model_create(name) makes a
  * language model. */
 ACTC_API int actc_model_name_takes_tokens(const char *name);
+/* 1 for a graph model (gcn, gat, gcnii: fed a graph batch, see
+ * actc_source_graph), 0 otherwise; the same by name before building. */
+ACTC_API int actc_model_takes_graph(const actc_model *m);
+ACTC_API int actc_model_name_takes_graph(const char *name);
 /* Language models: logits [B*T, vocab] (row b*T + t predicts the token after
  * ids[b*T + t]) for B sequences of T token ids (ids[b*T + t] in [0, vocab),
  * 1 <= T <= context).  Records the tape in training mode. */
@@ -1765,6 +1776,11 @@ typedef struct {
     void *trial_user;
     actc_trainer_opts trainer; /* policy, optimizer (its state counts) ...      */
     int seq;                   /* language models: tokens per window (context)  */
+    double graph_degree;       /* graph models: the batch is the number of nodes
+                                  of a planted-partition graph of this mean
+                                  degree (10), model_opts.in_channels features,
+                                  num_classes blocks, 1,000 labelled nodes (or
+                                  half of them if fewer)                        */
     int start, limit;          /* first and largest batch tried (1, 65536)      */
     int resolution;            /* stop bisecting within this many (1)           */
 } actc_maxbatch_opts;
@@ -1781,7 +1797,9 @@ ACTC_API actc_maxbatch_opts actc_maxbatch_default_opts(void);
 /* The largest batch whose full training step (forward, backward, optimizer
  * step with its state: two steps, the second with everything resident)
  * fits the budget: doubling from start, then bisection.  Built-in models
- * train on synthetic inputs (memory does not depend on the values).
+ * train on synthetic inputs (memory does not depend on the values); for a
+ * graph model the batch is the number of nodes of a synthetic graph, built
+ * inside the budget (its features and adjacency count).
  * ACTC_ERR_OOM with the reason when not even `start` fits; another error if
  * a step fails for a reason other than memory. */
 ACTC_API actc_status actc_maxbatch(const actc_maxbatch_opts *o, actc_maxbatch_fn fn, void *user, actc_maxbatch_result *r);

@@ -102,6 +102,17 @@ int text_spec(const char *spec);
  * Returns 0, or prints the error and returns 1. */
 int text_open(const char *spec, actc_text_corpus *c);
 
+/* ---- graphs (tools/graph.c) ------------------------------------------------------ */
+/* 1 if spec is "graph", "graph:PATH" or "sbm:N". */
+int graph_spec(const char *spec);
+/* The graph of spec ("graph": the Fashion-MNIST k-NN graph from
+ * cli_graph_cache(), built there when missing; "graph:PATH"; "sbm:N"), its
+ * split redrawn when split ("TRAIN:VAL") is not NULL.  0, or prints the
+ * error and returns 1. */
+int graph_open(const char *spec, const char *split, actc_graph **g);
+/* Where --data graph keeps the Fashion-MNIST k-NN graph. */
+const char *cli_graph_cache(void);
+
 /* ---- output ---------------------------------------------------------------------- */
 typedef struct {
     int tty;           /* redraw a bar on stderr                       */

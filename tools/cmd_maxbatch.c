@@ -13,11 +13,18 @@ typedef struct {
     int layers, heads, context, vocab, seq; /* language models */
     uint64_t seed;
     int grad_bits; /* 0: 32 */
+    const char *search; /* graph models: "nodes" or "depth" */
+    int nodes;          /* graph models, --search depth: nodes of the graph */
+    double degree;
 } mb_opts;
 
 static const char USAGE[] = "actc maxbatch --budget SIZE [--model NAME] [--compress SPEC]";
 static const char ABOUT[] = "Find the largest batch size whose full training step (forward, backward and\n"
-                           "optimizer step, all accounted memory) fits the budget: doubling, then bisection.";
+                           "optimizer step, all accounted memory) fits the budget: doubling, then bisection.\n"
+                           "Graph models (gcn, gat, gcnii) train full-batch: the answer is the largest graph\n"
+                           "(nodes of a planted-partition graph of --degree, --channels x --height x\n"
+                           "--width-px features: Fashion-MNIST's 784 by default), or with --search depth the\n"
+                           "most layers on a graph of --nodes nodes.";
 
 static void build_flags(flag_def *f, void *opts)
 {
@@ -44,6 +51,9 @@ static void build_flags(flag_def *f, void *opts)
         {"--width-px", F_INT, &o->in_w, "N", "input width (28)", 0},
         {"--classes", F_INT, &o->classes, "N", "number of classes (10)", 0},
         {"--seed", F_U64, &o->seed, "N", "seed (1)", 0},
+        {"--search", F_STR, &o->search, "WHAT", "graph models: nodes (the largest graph) or depth (the most layers) (nodes)", 0},
+        {"--nodes", F_INT, &o->nodes, "N", "graph models, --search depth: nodes of the graph (70000)", 0},
+        {"--degree", F_FLOAT, &o->degree, "D", "graph models: mean degree of the synthetic graph (10)", 0},
         {"--threads", F_INT, &o->threads, "N", "threads (default: all cores)", 0},
         {NULL, F_INT, NULL, NULL, NULL, 0}};
     memcpy(f, defs, sizeof defs);
@@ -51,15 +61,31 @@ static void build_flags(flag_def *f, void *opts)
 
 static void on_trial(int batch, int fits, size_t peak, void *user)
 {
-    (void)user;
+    const char *what = user ? user : "batch";
     char pk[32];
-    printf("  batch %6d: %s (peak %s)\n", batch, fits ? "fits" : "over budget", actc_format_bytes(peak, pk, sizeof pk));
+    printf("  %s %6d: %s (peak %s)\n", what, batch, fits ? "fits" : "over budget", actc_format_bytes(peak, pk, sizeof pk));
     fflush(stdout);
+}
+
+/* --search depth: a trial is the model with `layers` layers on a graph of
+ * --nodes nodes. */
+typedef struct {
+    actc_maxbatch_opts mo;
+    int nodes;
+} depth_search;
+
+static int depth_trial(int layers, size_t *peak, void *user)
+{
+    depth_search *d = user;
+    actc_maxbatch_opts o = d->mo;
+    o.model_opts.n_layers = layers;
+    return actc_maxbatch_try(&o, d->nodes, peak);
 }
 
 static int cmd_maxbatch(int argc, char **argv)
 {
-    mb_opts o = {"resnet20", "none", NULL, "flash", 0, 0, 1, 1 << 16, 0, 1, 28, 28, 10, 1, 2, 0, 0, 0, 0, 0, 1, 0};
+    mb_opts o = {"resnet20", "none", NULL, "flash", 0, 0, 1, 1 << 16, 0, 1, 28, 28, 10, 1, 2, 0, 0, 0, 0, 0, 1, 0,
+                 "nodes", 70000, 10};
     flag_def flags[MAX_FLAGS];
     build_flags(flags, &o);
     int help, rc = flags_parse(flags, argc, argv, 2, &help);
@@ -87,8 +113,23 @@ static int cmd_maxbatch(int argc, char **argv)
                         "sizes at least 1\n");
         return 2;
     }
+    const int gr = actc_model_name_takes_graph(o.model), depth = gr && !strcmp(o.search, "depth");
+    if (strcmp(o.search, "nodes") && strcmp(o.search, "depth")) {
+        fprintf(stderr, "error: --search must be nodes or depth, not '%s'\n", o.search);
+        return 2;
+    }
+    if (!gr && (flag_was_set(flags, "--search") || flag_was_set(flags, "--nodes") || flag_was_set(flags, "--degree"))) {
+        fprintf(stderr, "error: --search, --nodes and --degree are for graph models (gcn, gat, gcnii)\n");
+        return 2;
+    }
+    if (o.nodes < 2 || !(o.degree > 0) || o.degree > 1e6) {
+        fprintf(stderr, "error: need --nodes >= 2 and 0 < --degree <= 1e6\n");
+        return 2;
+    }
     actc_set_threads(o.threads);
     actc_maxbatch_opts mo = actc_maxbatch_default_opts();
+    mo.graph_degree = o.degree;
+    if (gr && !flag_was_set(flags, "--limit")) o.limit = depth ? 4096 : 1 << 24;
     mo.budget = o.budget;
     mo.model = o.model;
     mo.model_opts.in_channels = o.in_c;
@@ -107,7 +148,7 @@ static int cmd_maxbatch(int argc, char **argv)
     mo.limit = o.limit;
     mo.resolution = o.resolution;
     mo.trainer.policy = o.compress;
-    mo.trainer.optim = o.optim ? o.optim : actc_model_name_takes_tokens(o.model) ? "adamw" : "sgd";
+    mo.trainer.optim = o.optim ? o.optim : actc_model_name_takes_tokens(o.model) || gr ? "adamw" : "sgd";
     mo.trainer.seed = o.seed;
     mo.trainer.grad_bits = o.grad_bits;
     mo.trainer.controller.estimate_samples = o.estimate;
@@ -132,15 +173,28 @@ static int cmd_maxbatch(int argc, char **argv)
 
     char bud[32], pk[32];
     actc_format_bytes(o.budget, bud, sizeof bud);
-    printf("maxbatch: model %s, policy %s, budget %s\n", o.model, o.compress, bud);
+    const char *what = depth ? "layers" : gr ? "nodes" : "batch";
+    if (gr)
+        printf("maxbatch: model %s, policy %s, budget %s; %s of a planted-partition graph of mean degree %g, %d "
+               "features%s\n", o.model, o.compress, bud, depth ? "the most layers" : "the largest number of nodes",
+               o.degree, o.in_c * o.in_h * o.in_w, "");
+    else printf("maxbatch: model %s, policy %s, budget %s\n", o.model, o.compress, bud);
+    if (depth) printf("graph: %d nodes\n", o.nodes);
+    fflush(stdout);
+    depth_search ds = {mo, o.nodes};
+    if (depth) {
+        mo.trial = depth_trial;
+        mo.trial_user = &ds;
+    }
     actc_maxbatch_result r;
-    if (actc_maxbatch(&mo, on_trial, NULL, &r) != ACTC_OK) {
+    if (actc_maxbatch(&mo, on_trial, (void *)what, &r) != ACTC_OK) {
         fprintf(stderr, "error: %s\n", actc_last_error());
         return 1;
     }
-    printf("largest batch: %d (peak %s of %s)%s\n", r.batch, actc_format_bytes(r.peak, pk, sizeof pk), bud,
+    printf("largest %s: %d (peak %s of %s)%s\n", depth ? "depth" : gr ? "graph" : "batch", r.batch,
+           actc_format_bytes(r.peak, pk, sizeof pk), bud,
            !r.failing ? " - the --limit was reached" : r.failing - r.batch > 1 ? " - bisection stopped at --resolution" : "");
-    if (r.failing && r.failing - r.batch > 1) printf("smallest failing batch tried: %d\n", r.failing);
+    if (r.failing && r.failing - r.batch > 1) printf("smallest failing %s tried: %d\n", what, r.failing);
     return 0;
 }
 

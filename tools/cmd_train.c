@@ -15,7 +15,7 @@
 
 typedef struct {
     const char *model, *compress, *optim, *schedule, *log_path, *save_path, *resume_path, *init_path, *progress;
-    const char *data_spec, *attention;
+    const char *data_spec, *attention, *split;
     int epochs, batch, threads, augment, nesterov, width, log_every, eval_batch, accum, deterministic, grad_bits;
     int grad_comm;
     size_t bucket;
@@ -43,14 +43,18 @@ static const char ABOUT[] =
     "it override them, except the model's shape.  Started by mpirun (mpirun -np N\n"
     "actc train ...), it trains data-parallel: --batch stays the global batch, each\n"
     "rank runs its share, gradients are all-reduced during backward (--grad-comm,\n"
-    "--bucket), rank 0 prints, logs and saves.";
+    "--bucket), rank 0 prints, logs and saves.  Graph models (gcn, gat, gcnii)\n"
+    "train full-batch on a graph (--data graph: the k-NN graph of Fashion-MNIST's\n"
+    "70,000 images, built once and cached; graph:PATH; sbm:N): every step is one\n"
+    "pass over the whole graph, an epoch --epoch-steps steps, then validation and\n"
+    "test accuracy.";
 
 static void build_flags(flag_def *f, void *opts)
 {
     train_opts *o = opts;
     flag_def defs[] = {
-        {"--model", F_STR, &o->model, "NAME", "model: mlp, resnet20/32/56, resnet18, gpt-mini, llama-mini, gpt, llama, gpt2-124m (resnet20)", 0},
-        {"--data", F_STR, &o->data_spec, "SPEC", "fmnist (image models) | text (the default corpus) | text:PATH (a file or directory)", 0},
+        {"--model", F_STR, &o->model, "NAME", "model: mlp, resnet20/32/56, resnet18, gpt-mini, llama-mini, gpt, llama, gpt2-124m, gcn, gat, gcnii (resnet20)", 0},
+        {"--data", F_STR, &o->data_spec, "SPEC", "fmnist (image models) | text (the default corpus) | text:PATH (a file or directory) | graph | graph:PATH | sbm:N (graph models)", 0},
         {"--compress", F_STR, &o->compress, "SPEC", "activation compression policy (none); see actc --help", 0},
         {"--epochs", F_INT, &o->epochs, "N", "total epochs to train (1)", 0},
         {"--batch", F_INT, &o->batch, "N", "minibatch size (128; language models: 16 windows)", 0},
@@ -70,16 +74,17 @@ static void build_flags(flag_def *f, void *opts)
         {"--warmup", F_U64, &o->warmup, "STEPS", "linear learning-rate warm-up steps (50)", 0},
         {"--min-lr", F_FLOAT, &o->min_lr, "X", "floor of the cosine schedule, at most --lr (0)", 0},
         {"--augment", F_BOOL, &o->augment, "", "random crop (pad 2) and horizontal flip", 0},
-        {"--width", F_INT, &o->width, "N", "hidden width of the mlp (256), width of a transformer (the preset's)", 0},
-        {"--layers", F_INT, &o->layers, "N", "transformer blocks (the preset's: 6, gpt2-124m 12)", 0},
-        {"--heads", F_INT, &o->heads, "N", "attention heads (the preset's: 8, gpt2-124m 12)", 0},
+        {"--width", F_INT, &o->width, "N", "hidden width of the mlp (256), of a transformer or graph model (the preset's)", 0},
+        {"--layers", F_INT, &o->layers, "N", "transformer blocks or graph layers (the preset's: 6, gpt2-124m 12; gcn and gat 2, gcnii 16)", 0},
+        {"--heads", F_INT, &o->heads, "N", "attention heads (the preset's: 8, gpt2-124m 12, gat 8)", 0},
         {"--context", F_INT, &o->context, "N", "positions the model holds (the preset's: 256, gpt2-124m 1024)", 0},
         {"--vocab", F_INT, &o->vocab, "N", "vocabulary size, at least 256 for bytes (the preset's)", 0},
         {"--attention", F_STR, &o->attention, "FORM", "flash (memory-efficient, default) or naive (saves the probabilities)", 0},
         {"--seq", F_INT, &o->seq, "N", "tokens per training window (the model's context)", 0},
-        {"--epoch-steps", F_INT, &o->epoch_steps, "N", "language models: steps per epoch (200)", 0},
+        {"--epoch-steps", F_INT, &o->epoch_steps, "N", "language and graph models: steps per epoch (200; graphs 50)", 0},
+        {"--split", F_STR, &o->split, "TRAIN:VAL", "graph models: redraw the split, TRAIN and VAL nodes, the rest test (the graph's own)", 0},
         {"--eval-tokens", F_U64, &o->eval_tokens, "N", "language models: validation tokens per evaluation, 0 = all (65536)", 0},
-        {"--dropout", F_FLOAT, &o->dropout, "P", "dropout of the mlp (0)", 0},
+        {"--dropout", F_FLOAT, &o->dropout, "P", "dropout of the mlp (0) or of a graph model (gcn 0.5, gat and gcnii 0.6)", 0},
         {"--adapt-interval", F_U64, &o->ctl.adapt_interval, "N", "gact: steps between sensitivity measurements (1000)", 0},
         {"--estimate-samples", F_INT, &o->ctl.estimate_samples, "N", "gact: samples per sensitivity pass, 0 = the batch (8)", 0},
         {"--alert", F_FLOAT, &o->alert, "F", "gact: warn when compression variance passes F x the gradient variance (0.5)", 0},
@@ -142,6 +147,8 @@ typedef struct {
     int have_train, have_test;
     actc_text_corpus corpus; /* language models */
     int have_corpus;
+    actc_graph *graph;       /* graph models                          */
+    actc_source *graph_src, *test_src; /* its training batch, its test nodes */
     actc_model *model;
     actc_trainer *t;
     actc_source *src, *eval;
@@ -154,6 +161,9 @@ static void run_free(run_state *r)
 {
     actc_source_free(r->src);
     actc_source_free(r->eval);
+    actc_source_free(r->test_src);
+    actc_source_free(r->graph_src);
+    actc_graph_free(r->graph);
     actc_dist_detach(r->dist.d); /* the handle outlives the trainer */
     actc_trainer_free(r->t);
     actc_model_free(r->model);
@@ -170,6 +180,12 @@ static void run_free(run_state *r)
  * snprintf wanted (>= cap: it did not fit). */
 static int format_note(const train_opts *o, int lm, char *buf, size_t cap)
 {
+    if (graph_spec(o->data_spec)) {
+        const int keep = !strchr(o->data_spec, ' ') && (!o->split || !strchr(o->split, ' '));
+        return snprintf(buf, cap, "--epochs=%d --epoch-steps=%d%s%s%s%s", o->epochs, o->epoch_steps,
+                        keep ? " --data=" : "", keep ? o->data_spec : "", keep && o->split ? " --split=" : "",
+                        keep && o->split ? o->split : "");
+    }
     /* A --data path with a space cannot be a flag of the space-separated
      * note: it is left out (resume and eval then need --data again). */
     const int keep_data = lm && !strchr(o->data_spec, ' ');
@@ -292,8 +308,22 @@ static int resume_recipe(train_opts *o, flag_def *flags, int argc, char **argv, 
 /* Every flag checked before any data is read.  0, or exit status 2. */
 static int check_flags(train_opts *o, const flag_def *flags, int lm)
 {
-    if (!o->data_spec) o->data_spec = lm ? "text" : "fmnist";
-    if (lm != text_spec(o->data_spec) || (!lm && strcmp(o->data_spec, "fmnist"))) {
+    const int gr = actc_model_name_takes_graph(o->model);
+    if (!o->data_spec) o->data_spec = lm ? "text" : gr ? "graph" : "fmnist";
+    if (gr != graph_spec(o->data_spec)) {
+        if (gr) fprintf(stderr, "error: --data %s: model %s is a graph network: use --data graph, graph:PATH or sbm:N\n", o->data_spec, o->model);
+        else fprintf(stderr, "error: --data %s: model %s does not take a graph: use gcn, gat or gcnii\n", o->data_spec, o->model);
+        return 2;
+    }
+    if (!gr && o->split) {
+        fprintf(stderr, "error: --split is for graph models (gcn, gat, gcnii)\n");
+        return 2;
+    }
+    if (gr && o->accum > 1) {
+        fprintf(stderr, "error: --accum %d: graph models train full-batch, one whole graph a step\n", o->accum);
+        return 2;
+    }
+    if (!gr && (lm != text_spec(o->data_spec) || (!lm && strcmp(o->data_spec, "fmnist")))) {
         if (lm) fprintf(stderr, "error: --data %s: model %s is a language model: use --data text or text:PATH\n", o->data_spec, o->model);
         else if (text_spec(o->data_spec))
             fprintf(stderr, "error: --data %s: model %s classifies images: use a language model (gpt-mini, llama-mini, gpt, llama, gpt2-124m) for text\n", o->data_spec, o->model);
@@ -418,11 +448,34 @@ static actc_trainer_opts trainer_opts(const train_opts *o, int steps)
     return t;
 }
 
+/* The graph's training batch, every step of an epoch. */
+static actc_status repeat_graph(void *user, uint64_t epoch, uint64_t index, uint64_t step, actc_batch *b)
+{
+    (void)epoch;
+    (void)index;
+    return actc_source_get(user, 0, 0, step, b);
+}
+
 /* Data, model, sources and trainer.  0, or prints why and returns 1. */
 static int setup(run_state *r, train_opts *o, int lm)
 {
     actc_model_opts mo = actc_model_default_opts();
-    if (lm) {
+    const int gr = graph_spec(o->data_spec);
+    if (gr) {
+        if (graph_open(o->data_spec, o->split, &r->graph)) return 1;
+        const actc_graph *g = r->graph;
+        int c[3];
+        actc_graph_split_counts(g, c);
+        printf("graph %s: %d nodes, %lld edges (mean degree %.1f), %d features, %d classes; split %d train, %d "
+               "validation, %d test\n",
+               g->source, g->n, (long long)g->n_edges, 2.0 * (double)g->n_edges / g->n, g->n_features, g->n_classes,
+               c[0], c[1], c[2]);
+        mo.in_channels = g->n_features;
+        mo.in_h = mo.in_w = 1;
+        mo.num_classes = g->n_classes;
+        mo.n_layers = o->layers;
+        mo.n_heads = o->heads;
+    } else if (lm) {
         if (text_open(o->data_spec, &r->corpus)) return 1;
         r->have_corpus = 1;
         mo.n_layers = o->layers;
@@ -451,7 +504,7 @@ static int setup(run_state *r, train_opts *o, int lm)
         const char *flag = o->resume_path ? "--resume" : "--init";
         if (actc_checkpoint_model(path, &r->model) != ACTC_OK) return fail(flag);
         const actc_model_opts *c = actc_model_get_opts(r->model);
-        if (!lm && (c->in_channels != mo.in_channels || c->in_h != mo.in_h || c->in_w != mo.in_w ||
+        if (!lm && (c->in_channels * c->in_h * c->in_w != mo.in_channels * mo.in_h * mo.in_w || c->in_h != mo.in_h || c->in_w != mo.in_w ||
                     c->num_classes < mo.num_classes)) {
             fprintf(stderr, "error: %s %s: its model takes %dx%dx%d images in %d classes; the data has %dx%dx%d "
                             "images in %d\n", flag, path, c->in_channels, c->in_h, c->in_w, c->num_classes,
@@ -463,7 +516,15 @@ static int setup(run_state *r, train_opts *o, int lm)
     }
     int steps;
     actc_status s;
-    if (lm) {
+    if (gr) {
+        /* An epoch is --epoch-steps passes over the whole graph. */
+        s = actc_source_graph(r->graph, ACTC_SPLIT_TRAIN, &r->graph_src);
+        if (s == ACTC_OK) s = actc_source_custom(repeat_graph, r->graph_src, o->epoch_steps, &r->src);
+        if (s == ACTC_OK) s = actc_source_graph(r->graph, ACTC_SPLIT_VAL, &r->eval);
+        if (s == ACTC_OK) s = actc_source_graph(r->graph, ACTC_SPLIT_TEST, &r->test_src);
+        if (s != ACTC_OK) return fail("--data");
+        steps = o->epoch_steps;
+    } else if (lm) {
         const int context = actc_model_get_opts(r->model)->context, T = r->T = o->seq ? o->seq : context;
         if (T > context) {
             fprintf(stderr, "error: --seq %d is over the context of model %s (%d positions); pass --context to build a "
@@ -549,7 +610,15 @@ static int epoch_report(const train_opts *o, run_state *r, int lm, const actc_ep
     t_eval = now_seconds() - t_eval;
     const int epoch = (int)actc_trainer_epoch(r->t); /* completed, 1-based */
     const double sps = er->rows ? (double)er->rows / er->seconds : 0;
-    if (lm)
+    actc_eval_result te = {0};
+    if (r->test_src && actc_trainer_evaluate(r->t, r->test_src, &te) != ACTC_OK) return fail("evaluation");
+    if (r->test_src)
+        printf("epoch %d/%d (step %llu): train loss %.4f (acc %.2f%%), validation acc %.2f%% (loss %.4f), test acc "
+               "%.2f%% (loss %.4f), %.2f steps/s, %.1f s\n",
+               epoch, o->epochs, (unsigned long long)actc_trainer_steps(r->t), er->loss, 100 * er->accuracy,
+               100 * ev.accuracy, ev.loss, 100 * te.accuracy, te.loss, er->seconds > 0 ? er->steps / er->seconds : 0,
+               er->seconds);
+    else if (lm)
         printf("epoch %d/%d: train loss %.4f (%.3f bpb), validation loss %.4f = %.3f bits per byte (next-byte acc "
                "%.1f%%, %.1f s), %.0f tokens/s, %.1f s\n",
                epoch, o->epochs, er->loss, er->loss / M_LN2, ev.loss, ev.loss / M_LN2, 100 * ev.accuracy, t_eval, sps,
@@ -580,6 +649,7 @@ static int epoch_report(const train_opts *o, run_state *r, int lm, const actc_ep
                 o->batch, er->loss, er->accuracy, lm ? "val" : "test", ev.accuracy, lm ? "val" : "test", ev.loss);
         if (lm)
             fprintf(r->log, "\"val_bpb\":%.6f,\"seq\":%d,", ev.loss / M_LN2, r->T);
+        if (r->test_src) fprintf(r->log, "\"val_acc\":%.6f,\"test_acc\":%.6f,\"test_loss\":%.6f,", ev.accuracy, te.accuracy, te.loss);
         if (r->dist.d)
             fprintf(r->log, "\"comm\":{\"ranks\":%d,\"bits\":%d,\"buckets\":%d,\"floats\":%zu,\"fp32_floats\":%zu,"
                             "\"bytes_sent\":%zu,\"exposed_s\":%.6f,\"comm_s\":%.6f},",
@@ -637,6 +707,22 @@ static int run_train(train_opts *po, flag_def *flags, int argc, char **argv, con
         if (!flag_was_set(flags, "--beta2")) o.beta2 = 0.99f;
         if (!flag_was_set(flags, "--clip")) o.clip = 1.0f;
     }
+    /* Graph models: the GCN/GAT papers' recipe, Adam at 0.01 with weight
+     * decay 5e-4, a constant rate, 4 epochs of 50 full-graph steps. */
+    const int gr = actc_model_name_takes_graph(o.model);
+    if (gr && !o.resume_path) {
+        if (!flag_was_set(flags, "--optim")) o.optim = "adamw";
+        if (!flag_was_set(flags, "--lr")) o.lr = 0.01f;
+        if (!flag_was_set(flags, "--wd")) o.wd = 5e-4f;
+        if (!flag_was_set(flags, "--schedule")) o.schedule = "const";
+        if (!flag_was_set(flags, "--warmup")) o.warmup = 0;
+        if (!flag_was_set(flags, "--epoch-steps")) o.epoch_steps = 50;
+        if (!flag_was_set(flags, "--epochs")) o.epochs = 4;
+        if (!flag_was_set(flags, "--dropout")) o.dropout = !strcmp(o.model, "gcn") ? 0.5f : 0.6f;
+    }
+    if (gr && flag_was_set(flags, "--batch"))
+        fprintf(stderr, "note: --batch does not apply to graph models: every step is the whole graph\n");
+    if (gr) o.batch = 1;
     /* Validation windows go through the model in training-sized batches: a
      * batch of 256 windows would hold activations for 65536 tokens. */
     if (lm && !flag_was_set(flags, "--eval-batch")) o.eval_batch = o.batch;
@@ -689,6 +775,7 @@ static int run_train(train_opts *po, flag_def *flags, int argc, char **argv, con
     cb_state cb = {&o, &r, {0}};
     progress_init(&cb.pg, o.progress);
     if (lm) cb.pg.unit = "tokens";
+    else if (graph_spec(o.data_spec)) cb.pg.unit = "nodes";
     while (actc_trainer_epoch(r.t) < (uint64_t)o.epochs) {
         actc_epoch_result er;
         if (!(o.max_steps && actc_trainer_steps(r.t) >= o.max_steps)) {

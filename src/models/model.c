@@ -15,7 +15,10 @@ static const char *const g_models =
     "  gpt-mini   GPT-2-style decoder: 6 layers, width 256, 8 heads, context 256, bytes; 4.9M params\n"
     "  llama-mini LLaMA-style decoder (RMSNorm, SwiGLU, RoPE): the gpt-mini shape; 5.2M params\n"
     "  gpt2-124m  the GPT-2 small shape: 12 layers, width 768, 12 heads, context 1024, vocab 50257\n"
-    "  gpt, llama the same architectures with --layers/--width/--heads/--context/--vocab\n";
+    "  gpt, llama the same architectures with --layers/--width/--heads/--context/--vocab\n"
+    "  gcn        graph convolutional network (Kipf & Welling 2017): 2 layers, width 64\n"
+    "  gat        graph attention network (Velickovic et al. 2018): 2 layers, 8 heads x 8\n"
+    "  gcnii      deep GCN with initial residual and identity mapping (Chen et al. 2020): 16 layers, width 64\n";
 
 const char *actc_model_list(void) { return g_models; }
 
@@ -173,6 +176,7 @@ actc_status actc__model_create_limited(const char *name, const actc_model_opts *
     else if (!strcmp(name, "mlp")) s = actc__mlp_build(m);
     else if (!strncmp(name, "resnet", 6)) s = actc__resnet_build(m, name);
     else if (actc_model_name_takes_tokens(name)) s = actc__transformer_build(m, name);
+    else if (actc_model_name_takes_graph(name)) s = actc__gnn_build(m, name);
     else s = actc_set_error(ACTC_ERR_INVALID, "unknown model '%s'; valid models:\n%s", name, g_models);
     if (s == ACTC_OK) s = model_finish(m);
     if (s != ACTC_OK) {
@@ -266,7 +270,9 @@ actc_tensor *actc_model_forward(actc_model *m, actc_ctx *ctx, actc_tensor *x)
         return m->user_forward(ctx, &b, m->user);
     }
     if (!m->forward) {
-        actc_set_error(ACTC_ERR_INVALID, "model %s takes token ids: use actc_model_forward_tokens", m->name);
+        actc_set_error(ACTC_ERR_INVALID, "model %s takes %s", m->name,
+                       m->forward_graph ? "a graph: use actc_model_forward_batch with a graph batch"
+                                        : "token ids: use actc_model_forward_tokens");
         return NULL;
     }
     if (!x || x->ndim != 4 || x->shape[1] != o->in_channels || x->shape[2] != o->in_h ||
@@ -281,6 +287,13 @@ actc_tensor *actc_model_forward(actc_model *m, actc_ctx *ctx, actc_tensor *x)
 }
 
 int actc_model_takes_tokens(const actc_model *m) { return m->forward_tokens != NULL; }
+
+int actc_model_takes_graph(const actc_model *m) { return m && m->forward_graph != NULL; }
+
+int actc_model_name_takes_graph(const char *name)
+{
+    return name && (!strcmp(name, "gcn") || !strcmp(name, "gat") || !strcmp(name, "gcnii"));
+}
 
 int actc_model_name_takes_tokens(const char *name)
 {
@@ -298,7 +311,8 @@ actc_tensor *actc_model_forward_tokens(actc_model *m, actc_ctx *ctx, const int32
         return m->user_forward(ctx, &b, m->user);
     }
     if (!m->forward_tokens) {
-        actc_set_error(ACTC_ERR_INVALID, "model %s takes images, not token ids: use actc_model_forward", m->name);
+        actc_set_error(ACTC_ERR_INVALID, "model %s takes %s, not token ids", m->name,
+                       m->forward_graph ? "a graph (actc_model_forward_batch)" : "images (actc_model_forward)");
         return NULL;
     }
     if (B < 1 || T < 1 || !ids) {
@@ -317,6 +331,7 @@ actc_tensor *actc_model_forward_tokens(actc_model *m, actc_ctx *ctx, const int32
 int actc_batch_samples(const actc_batch *b)
 {
     if (!b) return 0;
+    if (b->graph) return 1;
     if (b->x) return b->x->ndim > 0 ? b->x->shape[0] : 1;
     return b->B;
 }
@@ -329,6 +344,7 @@ actc_tensor *actc_model_forward_batch(actc_model *m, actc_ctx *ctx, const actc_b
     }
     if (m->custom) return m->user_forward(ctx, b, m->user);
     if (m->forward_tokens) return actc_model_forward_tokens(m, ctx, b->ids, b->B, b->T);
+    if (m->forward_graph) return m->forward_graph(m, ctx, b);
     return actc_model_forward(m, ctx, b->x);
 }
 

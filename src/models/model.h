@@ -16,6 +16,7 @@ struct actc_model {
     actc_tensor *(*forward)(actc_model *m, actc_ctx *ctx, actc_tensor *x);   /* image models */
     actc_tensor *(*forward_tokens)(actc_model *m, actc_ctx *ctx, const int32_t *ids, int B,
                                    int T);                               /* language models */
+    actc_tensor *(*forward_graph)(actc_model *m, actc_ctx *ctx, const actc_batch *b); /* graph models */
     void *impl;
     void (*impl_free)(void *impl);
     uint64_t init_counter;  /* distinct init stream per parameter           */
@@ -47,4 +48,6 @@ actc_status actc__mlp_build(actc_model *m);
 actc_status actc__resnet_build(actc_model *m, const char *variant);
 /* gpt, llama, gpt-mini, llama-mini, gpt2-124m. */
 actc_status actc__transformer_build(actc_model *m, const char *name);
+/* gcn, gat, gcnii. */
+actc_status actc__gnn_build(actc_model *m, const char *name);
 #endif

@@ -13,11 +13,6 @@
 
 enum { IA_M = 0, IA_XSLOT, IA_WSLOT };
 
-/* Column block of the bias-gradient sum: one 64-byte line of floats, so each
- * thread streams whole rows of its block instead of striding over dy. */
-#define LIN_DB_BLOCK 16
-#define LIN_PAR_MIN ((size_t)1 << 15)
-
 /* W's gradient in the subspace: F[out,rank] = dy^T z from the saved
  * z = x P, added as W's low-rank gradient (F P^T). */
 static actc_status lowrank_grad(actc_ctx *ctx, actc_node *node, actc_tensor *wt, const actc_projection *proj,
@@ -78,19 +73,7 @@ static actc_status linear_backward(actc_ctx *ctx, actc_node *node)
     if ((st = actc_grad_buffer(ctx, bt, &db)) != ACTC_OK) return st;
     if (M == 0) return ACTC_OK;
 
-    if (db) {
-        const int nblk = (out + LIN_DB_BLOCK - 1) / LIN_DB_BLOCK;
-#pragma omp parallel for schedule(static) if ((size_t)M * out >= LIN_PAR_MIN)
-        for (int blk = 0; blk < nblk; blk++) {
-            int o0 = blk * LIN_DB_BLOCK, o1 = o0 + LIN_DB_BLOCK < out ? o0 + LIN_DB_BLOCK : out;
-            float acc[LIN_DB_BLOCK] = {0};
-            for (int m = 0; m < M; m++) {
-                const float *row = dy + (size_t)m * out;
-                for (int o = o0; o < o1; o++) acc[o - o0] += row[o];
-            }
-            for (int o = o0; o < o1; o++) db[o] += acc[o - o0];
-        }
-    }
+    if (db) actc__bias_grad(dy, M, out, db);
     if (proj) {
         if ((st = lowrank_grad(ctx, node, wt, proj, dy, M, out)) != ACTC_OK) return st;
     } else if (dw) {

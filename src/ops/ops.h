@@ -13,6 +13,11 @@
         }                                                     \
     } while (0)
 
+/* db[F] += the column sums of dy[M, F] (the gradient of a bias added to
+ * every row), threaded over column blocks: the same bits at any thread
+ * count. */
+void actc__bias_grad(const float *dy, int M, int F, float *db);
+
 /* Free what the convolution backends keep across calls (oneDNN's engine,
  * stream and cached primitives), for actc_shutdown; they are created again
  * on demand.  Must not run concurrently with a convolution. */

@@ -19,6 +19,7 @@ actc_maxbatch_opts actc_maxbatch_default_opts(void)
     o.start = 1;
     o.limit = 1 << 16;
     o.resolution = 1;
+    o.graph_degree = 10;
     return o;
 }
 
@@ -28,6 +29,8 @@ int actc_maxbatch_try(const actc_maxbatch_opts *o, int b, size_t *peak)
     actc_trainer *t = NULL;
     actc_tensor *x = NULL;
     int32_t *labels = NULL, *ids = NULL;
+    actc_graph *g = NULL;
+    actc_source *gsrc = NULL;
     int ok = 0;
     actc_mem_stats before;
     actc_mem_get_stats(&before);
@@ -38,7 +41,23 @@ int actc_maxbatch_try(const actc_maxbatch_opts *o, int b, size_t *peak)
     actc_batch batch;
     memset(&batch, 0, sizeof batch);
     const uint64_t seed = o->trainer.seed;
-    if (actc_model_takes_tokens(m)) {
+    if (actc_model_takes_graph(m)) {
+        /* A graph of b nodes: its features and adjacency are part of what
+         * a run of that size holds, so they are built under the budget. */
+        const actc_model_opts *r = actc_model_get_opts(m);
+        actc_sbm_opts so = actc_sbm_default_opts();
+        so.n = b < 2 ? 2 : b;
+        so.classes = r->num_classes;
+        so.n_features = r->in_channels * r->in_h * r->in_w;
+        so.degree = o->graph_degree > 0 ? o->graph_degree : 10;
+        so.n_train = so.n > 2000 ? 1000 : so.n / 2;
+        so.n_val = 0;
+        so.seed = seed;
+        if (so.n_features < so.classes) so.classes = so.n_features;
+        if (actc_graph_sbm(&so, &g) != ACTC_OK || actc_source_graph(g, ACTC_SPLIT_TRAIN, &gsrc) != ACTC_OK ||
+            actc_source_get(gsrc, 0, 0, 0, &batch) != ACTC_OK)
+            goto out;
+    } else if (actc_model_takes_tokens(m)) {
         const actc_model_opts *r = actc_model_get_opts(m);
         const int T = o->seq ? o->seq : r->context;
         if (T > r->context) {
@@ -81,6 +100,8 @@ out:
     snprintf(why, sizeof why, "%s", actc_last_error()); /* the frees below must not hide it */
     actc_status status = actc_last_status();
     actc_tensor_release(x);
+    actc_source_free(gsrc);
+    actc_graph_free(g);
     free(ids);
     free(labels);
     actc_trainer_free(t);

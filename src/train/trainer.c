@@ -220,6 +220,7 @@ static actc_status slice(const actc_batch *b, int off, int k, actc_batch *part, 
 {
     *part = *b;
     *copy = NULL;
+    if (b->graph) return ACTC_OK; /* one sample: k is 1, the whole graph */
     if (b->x) {
         const actc_tensor *x = b->x;
         if (off != 0 || k != x->shape[0]) {
@@ -337,6 +338,11 @@ static actc_status gradients(actc_trainer *t, const actc_batch *b, actc_step_res
     if (!b->labels && !actc_model_is_custom(t->m))
         return actc_set_error(ACTC_ERR_INVALID, "step %llu: the batch has no labels", (unsigned long long)t->step);
     const int P = t->group.size;
+    if (b->graph && (t->o.accum > 1 || P > 1))
+        return actc_set_error(ACTC_ERR_INVALID,
+                              "step %llu: a graph batch is one whole graph: it cannot be cut into %d micro-batches "
+                              "or shared by %d processes (full-batch training; use accum 1 and one process)",
+                              (unsigned long long)t->step, t->o.accum, P);
     if (N < P)
         return actc_set_error(ACTC_ERR_INVALID, "step %llu: a batch of %d sample(s) cannot be shared by %d processes",
                               (unsigned long long)t->step, N, P);
