@@ -10,13 +10,15 @@
 #include "graph.h"
 #include <string.h>
 
+#define SPMM_PREFETCH 16 /* entries ahead */
+
 /* y[i] (+)= sum over entries k of row i of val[perm[k]] x[col[k]] for every
  * row; val NULL: ones; perm NULL: identity; zero: start y's rows at 0. */
 static void spmm_rows(const actc_csr *s, const float *val, const int64_t *perm, const float *x, float *y, size_t F,
                       int zero)
 {
     const int n = s->n;
-    const int64_t *rp = s->rowptr;
+    const int64_t *rp = s->rowptr, nnz = s->nnz;
     const int32_t *col = s->col;
 #pragma omp parallel for schedule(dynamic, GRAPH_ROW_CHUNK) if (s->nnz * (int64_t)F >= GRAPH_PAR_MIN)
     for (int i = 0; i < n; i++) {
@@ -25,6 +27,14 @@ static void spmm_rows(const actc_csr *s, const float *val, const int64_t *perm, 
         for (int64_t k = rp[i]; k < rp[i + 1]; k++) {
             const float v = val ? val[perm ? perm[k] : k] : 1.0f;
             const float *xj = x + (size_t)col[k] * F;
+#if defined(__GNUC__)
+            /* The x rows are random reads: ask for one a few entries ahead
+             * (the column array runs on into the next rows). */
+            if (k + SPMM_PREFETCH < nnz) {
+                const char *pf = (const char *)(x + (size_t)col[k + SPMM_PREFETCH] * F);
+                for (size_t b = 0; b < F * sizeof(float); b += 64) __builtin_prefetch(pf + b, 0, 3);
+            }
+#endif
 #pragma omp simd
             for (size_t f = 0; f < F; f++) yi[f] += v * xj[f];
         }
