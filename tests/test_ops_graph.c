@@ -206,6 +206,8 @@ static void test_gcn_norm(void **state)
     for (int i = 0; i < 3; i++)
         for (int64_t k = b.rowptr[i]; k < b.rowptr[i + 1]; k++)
             assert_float_equal(w[k], b.val[k] / sqrt(db[i] * db[b.col[k]]), 1e-7);
+    assert_int_equal(actc_csr_gcn_norm(&b, b.val), ACTC_OK); /* in place */
+    assert_memory_equal(b.val, w, (size_t)b.nnz * sizeof(float));
     actc_csr_free(&b);
     /* A node without entries is fine (nothing to normalise) ... */
     actc_csr c;
