@@ -363,6 +363,11 @@ typedef struct {
  *                         log-sum-exp rows: ATTN_STATS, exact
  *   cross_entropy         probabilities: LOSS_IN, L
  *   relu, dropout         MASK; maxpool2d, embedding: INDEX (lossless)
+ *   gat_scores            MASK; gather_rows: INDEX; spmm, scale_add: nothing
+ *   edge_softmax          alpha: SOFTMAX_OUT, N
+ *   edge_aggregate        alpha: ATTN_PROBS, L; x: ATTN_V, L
+ *   head_dot              x: LINEAR_IN (fan_in D), L; w as linear's weight
+ *   elu                   y: ACT_DERIV, L (dx = dy (y > 0 ? 1 : y + alpha))
  *   segment               its input: SEGMENT_IN, N (recomputed from)
  * Stochastic rounding of an L save leaves the gradient unbiased; of an N
  * save it does not.  Issue 17 reports, through this API against PyTorch's
@@ -906,57 +911,82 @@ typedef struct {
 } actc_csr;
 
 /* The CSR of n nodes with m edges src[e] -> dst[e] (row dst[e] gets column
- * src[e]), weights w (NULL: ones).  With symmetric each edge is also added
- * the other way; with self_loops every node gets i -> i.  Duplicate edges
- * are merged into one entry (weights: the first one's; documented in
- * docs/graphs.md).  ACTC_ERR_INVALID naming the edge for an index outside
- * [0, n) or n < 1.  Free with actc_csr_free. */
+ * src[e]), weights w (NULL: ones, and out->val is NULL).  With symmetric
+ * each edge is also added the other way, with the same weight; with
+ * self_loops every node gets i -> i (weight 1).  Columns ascend within a
+ * row.  Duplicate entries are merged into one, keeping the weight of the
+ * first in this order: the edges in order (each followed by its reverse
+ * when symmetric), then the added self-loops; so an explicit self-loop
+ * keeps its weight, and with symmetric an edge given both ways keeps the
+ * weight of whichever comes first.  out->perm is NULL.  ACTC_ERR_INVALID
+ * (out zeroed) naming the edge and its values for an index outside [0, n)
+ * (negative included) or a weight that is not finite, and for n < 1, m < 0,
+ * NULL src/dst with m > 0 or NULL out; ACTC_ERR_OOM.  Free with
+ * actc_csr_free. */
 ACTC_API actc_status actc_csr_from_edges(int n, int64_t m, const int32_t *src, const int32_t *dst, const float *w,
                                          int symmetric, int self_loops, actc_csr *out);
 /* The transpose of a: out->perm[k] is the entry of a that out's entry k is
- * (out->val is NULL: backward reads a's values through perm). */
+ * (out->val is NULL: backward reads a's values through perm); columns
+ * ascend within a row.  ACTC_ERR_INVALID for a column of a outside [0, n). */
 ACTC_API actc_status actc_csr_transpose(const actc_csr *a, actc_csr *out);
-/* GCN's symmetric normalisation of a (which should hold its self-loops):
- * w[k] = 1 / sqrt(d_i d_j) for entry k = (i, j), d = entries per row
- * (times a's weights when a has them: d_i = sum of row i's weights).  w
- * has a->nnz floats. */
+/* GCN's symmetric normalisation of a (which should hold its self-loops and
+ * be symmetric): w[k] = 1 / sqrt(d_i d_j) for entry k = (i, j), d = entries
+ * per row; when a has weights, w[k] = a_k / sqrt(d_i d_j) with d_i = sum of
+ * row i's weights.  w has a->nnz floats (w may be a->val: in place).  ACTC_ERR_INVALID naming the entry when a degree under an
+ * entry is not positive; a row without entries is fine. */
 ACTC_API actc_status actc_csr_gcn_norm(const actc_csr *a, float *w);
 /* Free a CSR's arrays (not the struct); a zeroed or freed one is fine. */
 ACTC_API void actc_csr_free(actc_csr *a);
 
-/* y[n, F] = A x for x [n, F] (any trailing shape, flattened to F).  at is
- * actc_csr_transpose(a) (backward: dx = A^T dy, one writer per row of dx),
- * or NULL when a is symmetric in structure and values.  Saves nothing: dx
- * needs only A. */
+/* y[n, F] = A x for x [n, F] (any trailing shape, flattened to F; y has
+ * x's shape).  at is actc_csr_transpose(a) (backward: dx = A^T dy, one
+ * writer per row of dx), or NULL when a is symmetric in structure and
+ * values.  Saves nothing: dx needs only A.  The graph operators check a's
+ * header (n, nnz, rowptr[0] and rowptr[n]) and at's (same n and nnz, perm
+ * set), not every column: build them with the functions above. */
 ACTC_API actc_tensor *actc_spmm(actc_ctx *ctx, const actc_csr *a, const actc_csr *at, actc_tensor *x);
 /* GAT's edge scores: e[k, h] = LeakyReLU(s_dst[i, h] + s_src[j, h]) for
  * entry k = (i, j) of a, s_dst and s_src [n, H], slope the negative slope
- * (0.2 in GAT).  at is actc_csr_transpose(a) (backward of s_src).  Saves
- * the sign of each score as a MASK (one bit per edge and head). */
+ * (0.2 in GAT; finite and >= 0, so that e > 0 exactly where the sum is).
+ * The result is [nnz, H].  at is actc_csr_transpose(a) (backward of s_src);
+ * it may be NULL when s_src needs no gradient (or in eval mode).  Saves
+ * the sign of each score as a MASK (one bit per edge and head; a sum of
+ * exactly 0 takes the slope side). */
 ACTC_API actc_tensor *actc_gat_scores(actc_ctx *ctx, const actc_csr *a, const actc_csr *at, actc_tensor *s_dst,
                                       actc_tensor *s_src, float slope);
-/* Softmax of e [nnz, H] over each row's entries, per head: every row with
- * entries sums to one.  Saves the output as ACT. */
+/* Softmax of e [nnz, H] over each row's entries, per head (the row's
+ * maximum subtracted first): every row with entries sums to one; a row
+ * without entries has none to produce.  Saves the output as ACT
+ * (SOFTMAX_OUT, not linear). */
 ACTC_API actc_tensor *actc_edge_softmax(actc_ctx *ctx, const actc_csr *a, actc_tensor *e);
 /* Attention-weighted aggregation: y[i, h*D + d] = sum over entries k = (i, j)
- * of alpha[k, h] x[j, h*D + d], alpha [nnz, H], x [n, H*D].  Saves alpha
- * (ACT) when x needs a gradient and x (ACT) when alpha does. */
+ * of alpha[k, h] x[j, h*D + d], alpha [nnz, H], x [n, F] (2-D, F divisible
+ * by H, D = F / H); y is [n, F], 0 in rows without entries.  at
+ * is actc_csr_transpose(a), for dx; it may be NULL when x needs no
+ * gradient.  Saves alpha (ACT, ATTN_PROBS) when x needs a gradient and x
+ * (ACT, ATTN_V) when alpha does, both linear. */
 ACTC_API actc_tensor *actc_edge_aggregate(actc_ctx *ctx, const actc_csr *a, const actc_csr *at, actc_tensor *alpha,
                                           actc_tensor *x);
-/* Per-head dot product: s[i, h] = sum_d x[i, h*D + d] w[h, d], x [n, H*D],
- * w [H, D] (GAT's attention vectors).  Saves x (ACT) when w needs a
- * gradient; a parameter w is read in place. */
+/* Per-head dot product: s[i, h] = sum_d x[i, h*D + d] w[h, d], x [n, H*D]
+ * (2-D), w [H, D] (GAT's attention vectors); s is [n, H].  Saves x (ACT,
+ * LINEAR_IN, fan_in D) when w needs a gradient; a parameter w is read in
+ * place, another w needed for dx is kept EXACT (as linear does). */
 ACTC_API actc_tensor *actc_head_dot(actc_ctx *ctx, actc_tensor *x, actc_tensor *w);
-/* Rows of x [n, ...] picked by idx[0..m): y[r] = x[idx[r]] (m rows, repeats
- * allowed).  The indices are kept as INDEX; backward adds each row back to
- * its source, sources split across threads so that every row of dx has one
- * writer. */
+/* Rows of x [n, ...] picked by idx[0..m): y[r] = x[idx[r]] (m >= 1 rows,
+ * repeats allowed; y is [m, ...]).  ACTC_ERR_INVALID naming the position
+ * for an index outside [0, n).  The indices are kept as INDEX (floats: x
+ * may have at most 2^24 rows when it needs a gradient); backward adds each
+ * row back to its source, sources split across threads so that every row
+ * of dx has one writer. */
 ACTC_API actc_tensor *actc_gather_rows(actc_ctx *ctx, actc_tensor *x, const int32_t *idx, int m);
-/* ELU: x for x > 0, alpha (exp(x) - 1) otherwise.  Saves the output (ACT). */
+/* ELU: x for x > 0, alpha (exp(x) - 1) otherwise (alpha finite, >= 0).
+ * Saves the output (ACT, ACT_DERIV, linear: the derivative is 1 where
+ * y > 0, else y + alpha). */
 ACTC_API actc_tensor *actc_elu(actc_ctx *ctx, actc_tensor *x, float alpha);
 /* x [..., F] + b [F] on every row.  Saves nothing. */
 ACTC_API actc_tensor *actc_bias_add(actc_ctx *ctx, actc_tensor *x, actc_tensor *b);
-/* a x + b y for x, y of the same shape (y NULL: a x).  Saves nothing. */
+/* a x + b y for x, y of the same shape (y NULL: a x; y may be x).  Saves
+ * nothing. */
 ACTC_API actc_tensor *actc_scale_add(actc_ctx *ctx, actc_tensor *x, float a, actc_tensor *y, float b);
 
 /* ---- Transformer building blocks (normalise / activate over the last dim) */
