@@ -935,7 +935,10 @@ ACTC_API actc_status actc_csr_transpose(const actc_csr *a, actc_csr *out);
  * row i's weights.  w has a->nnz floats (w may be a->val: in place).  ACTC_ERR_INVALID naming the entry when a degree under an
  * entry is not positive; a row without entries is fine. */
 ACTC_API actc_status actc_csr_gcn_norm(const actc_csr *a, float *w);
-/* Free a CSR's arrays (not the struct); a zeroed or freed one is fine. */
+/* Free the arrays of a CSR made by actc_csr_from_edges or
+ * actc_csr_transpose (they come from actc_mem_alloc, category SCRATCH, so
+ * a memory budget covers the graph); not the struct.  A zeroed or freed
+ * one is fine.  A CSR you fill yourself is yours to free. */
 ACTC_API void actc_csr_free(actc_csr *a);
 
 /* y[n, F] = A x for x [n, F] (any trailing shape, flattened to F; y has

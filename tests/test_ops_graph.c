@@ -397,7 +397,7 @@ static void test_graph_grads(void **state)
     /* Symmetric with self-loops and GCN values (symmetric values: spmm
      * with at NULL too); the isolated node has only its self-loop. */
     graph_make(&g, 1, 1, 0);
-    float *w = malloc((size_t)g.a.nnz * sizeof *w);
+    float *w = actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)g.a.nnz * sizeof *w);
     assert_int_equal(actc_csr_gcn_norm(&g.a, w), ACTC_OK);
     g.a.val = w;
     grad_checks_on("symmetric+loops", &g, 1);
@@ -773,9 +773,9 @@ static void test_threads_bitwise(void **state)
     graph g, gs;
     graph_random(&g, BIG_N, 8 * BIG_N, 0, 1, 5);
     graph_random(&gs, BIG_N, 8 * BIG_N, 1, 1, 6);
-    float *w = malloc((size_t)gs.a.nnz * sizeof *w);
+    float *w = actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)gs.a.nnz * sizeof *w);
     assert_int_equal(actc_csr_gcn_norm(&gs.a, w), ACTC_OK);
-    free(gs.a.val);
+    actc_mem_free(gs.a.val);
     gs.a.val = w;
     /* Past every operator's parallel threshold (2^15 or 2^16 elements). */
     assert_true(g.a.nnz * BIG_F > (1 << 16) && (int64_t)BIG_N * BIG_F > (1 << 16));

@@ -12,9 +12,10 @@ typedef struct {
     data_opts d;
 } eval_opts;
 
-static const char USAGE[] = "actc eval --checkpoint FILE [--data-dir DIR | --data text[:PATH]]";
+static const char USAGE[] = "actc eval --checkpoint FILE [--data-dir DIR | --data text[:PATH] | --data graph[:PATH]]";
 static const char ABOUT[] = "Evaluate a checkpoint: an image classifier's accuracy and mean loss on the test\n"
-                           "set, or a language model's loss in bits per byte on the held-out text.";
+                           "set, a language model's loss in bits per byte on the held-out text, or a graph\n"
+                           "model's accuracy on the validation and test nodes of its graph.";
 
 static void build_flags(flag_def *f, void *opts)
 {
@@ -23,7 +24,7 @@ static void build_flags(flag_def *f, void *opts)
         {"--checkpoint", F_STR, &o->ckpt, "FILE", "checkpoint written by actc train --save (required)", 0},
         {"--batch", F_INT, &o->batch, "N", "evaluation batch size (256; language models: their training batch)", 0},
         {"--threads", F_INT, &o->threads, "N", "threads (default: all cores)", 0},
-        {"--data", F_STR, &o->spec, "SPEC", "language models: text (the default corpus) or text:PATH (the training run's)", 0},
+        {"--data", F_STR, &o->spec, "SPEC", "language models: text or text:PATH; graph models: graph, graph:PATH or sbm:N (the training run's)", 0},
         {"--eval-tokens", F_U64, &o->eval_tokens, "N", "language models: validation tokens, 0 = all of them (0)", 0},
         {"--data-dir", F_STR, &o->d.data_dir, "DIR", "directory with the Fashion-MNIST IDX files", 0},
         {"--test-images", F_STR, &o->d.test_images, "FILE", "IDX image file to evaluate on", 0},
@@ -64,6 +65,50 @@ static int eval_text(const eval_opts *o, const actc_ckpt_info *info, actc_model 
 out:
     actc_source_free(src);
     actc_text_free(&c);
+    return rc;
+}
+
+/* A graph model on the validation and test nodes of its graph (the
+ * training run's, split as it was, unless --data names another). */
+static int eval_graph(const eval_opts *o, const actc_ckpt_info *info, actc_model *m, actc_ctx *ctx)
+{
+    char saved[256], split[64];
+    const char *spec = o->spec ? o->spec : note_str(info, "data", saved, sizeof saved) ? saved : "graph";
+    const int has_split = !o->spec && note_str(info, "split", split, sizeof split);
+    if (!graph_spec(spec)) {
+        fprintf(stderr, "error: --data %s: %s holds graph model %s: use --data graph, graph:PATH or sbm:N\n", spec,
+                o->ckpt, info->model);
+        return 1;
+    }
+    actc_graph *g = NULL;
+    if (graph_open(spec, has_split ? split : NULL, &g)) return 1;
+    const actc_model_opts *mo = actc_model_get_opts(m);
+    int rc = 1;
+    if (mo->in_channels * mo->in_h * mo->in_w != g->n_features || g->n_classes > mo->num_classes) {
+        fprintf(stderr, "error: %s takes %d node features in %d classes; the graph %s has %d features in %d\n",
+                o->ckpt, mo->in_channels * mo->in_h * mo->in_w, mo->num_classes, g->source, g->n_features,
+                g->n_classes);
+        actc_graph_free(g);
+        return 1;
+    }
+    actc_eval_result r[2];
+    for (int i = 0; i < 2; i++) {
+        actc_source *src = NULL;
+        actc_status s = actc_source_graph(g, i ? ACTC_SPLIT_TEST : ACTC_SPLIT_VAL, &src);
+        if (s == ACTC_OK) s = actc_evaluate(m, ctx, src, &r[i]);
+        actc_source_free(src);
+        if (s != ACTC_OK) {
+            fprintf(stderr, "error: %s\n", actc_last_error());
+            goto out;
+        }
+    }
+    printf("%s: model %s after %llu steps: validation accuracy %.2f%% (loss %.4f) on %ld nodes, test accuracy "
+           "%.2f%% (loss %.4f) on %ld nodes of %s\n",
+           o->ckpt, info->model, (unsigned long long)info->step, 100 * r[0].accuracy, r[0].loss, r[0].rows,
+           100 * r[1].accuracy, r[1].loss, r[1].rows, g->source);
+    rc = 0;
+out:
+    actc_graph_free(g);
     return rc;
 }
 
@@ -136,6 +181,8 @@ static int cmd_eval(int argc, char **argv)
         const int b = note_int(&info, "batch");
         if (!flag_was_set(flags, "--batch") && b > 0) o.batch = b;
         rc = eval_text(&o, &info, m, ctx);
+    } else if (actc_model_takes_graph(m)) {
+        rc = eval_graph(&o, &info, m, ctx);
     } else {
         rc = eval_images(&o, &info, m, ctx);
     }

@@ -7,8 +7,8 @@
  * row by column (ties by order) and keeps the first of equal columns: so a
  * duplicate edge keeps the weight of its first occurrence, and an added
  * self-loop (weight 1) never replaces one the edge list gives.  The arrays
- * are plain malloc'ed (the caller's, freed with actc_csr_free); no context,
- * no accounting. */
+ * come from the accounting allocator (SCRATCH, like a data batch: a graph
+ * is the run's data, and a budget covers it) and go with actc_csr_free. */
 #include "graph.h"
 #include <math.h>
 #include <stdlib.h>
@@ -17,10 +17,10 @@
 void actc_csr_free(actc_csr *a)
 {
     if (!a) return;
-    free(a->rowptr);
-    free(a->col);
-    free(a->val);
-    free(a->perm);
+    actc_mem_free(a->rowptr);
+    actc_mem_free(a->col);
+    actc_mem_free(a->val);
+    actc_mem_free(a->perm);
     memset(a, 0, sizeof *a);
 }
 
@@ -53,7 +53,7 @@ actc_status actc_csr_from_edges(int n, int64_t m, const int32_t *src, const int3
     }
 
     /* Candidates per row, in candidate order. */
-    int64_t *start = calloc((size_t)n + 1, sizeof *start);
+    int64_t *start = actc_mem_calloc(ACTC_MEM_SCRATCH, ((size_t)n + 1) * sizeof *start);
     if (!start) return actc_set_error(ACTC_ERR_OOM, "actc_csr_from_edges: out of memory (n=%d)", n);
     int64_t total = 0;
     for (int64_t e = 0; e < m; e++) {
@@ -67,11 +67,11 @@ actc_status actc_csr_from_edges(int n, int64_t m, const int32_t *src, const int3
 
     /* key = column << 32 | position within the row (the candidate order),
      * so sorting a row's keys sorts by column with ties in order. */
-    uint64_t *key = malloc((size_t)(total ? total : 1) * sizeof *key);
-    float *cw = w ? malloc((size_t)(total ? total : 1) * sizeof *cw) : NULL;
-    int64_t *fill = malloc((size_t)n * sizeof *fill);
+    uint64_t *key = actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)(total ? total : 1) * sizeof *key);
+    float *cw = w ? actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)(total ? total : 1) * sizeof *cw) : NULL;
+    int64_t *fill = actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)n * sizeof *fill);
     if (!key || (w && !cw) || !fill) {
-        free(start), free(key), free(cw), free(fill);
+        actc_mem_free(start), actc_mem_free(key), actc_mem_free(cw), actc_mem_free(fill);
         return actc_set_error(ACTC_ERR_OOM, "actc_csr_from_edges: out of memory for %lld entries", (long long)total);
     }
     memcpy(fill, start, (size_t)n * sizeof *fill);
@@ -89,7 +89,7 @@ actc_status actc_csr_from_edges(int n, int64_t m, const int32_t *src, const int3
     if (self_loops)
         for (int i = 0; i < n; i++) CSR_PUT(i, i, 1.0f);
 #undef CSR_PUT
-    free(fill);
+    actc_mem_free(fill);
 
     /* Sort each row, count distinct columns. */
     int64_t nnz = 0;
@@ -101,11 +101,11 @@ actc_status actc_csr_from_edges(int n, int64_t m, const int32_t *src, const int3
     }
     out->n = n;
     out->nnz = nnz;
-    out->rowptr = malloc(((size_t)n + 1) * sizeof *out->rowptr);
-    out->col = malloc((size_t)(nnz ? nnz : 1) * sizeof *out->col);
-    out->val = w ? malloc((size_t)(nnz ? nnz : 1) * sizeof *out->val) : NULL;
+    out->rowptr = actc_mem_alloc(ACTC_MEM_SCRATCH, ((size_t)n + 1) * sizeof *out->rowptr);
+    out->col = actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)(nnz ? nnz : 1) * sizeof *out->col);
+    out->val = w ? actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)(nnz ? nnz : 1) * sizeof *out->val) : NULL;
     if (!out->rowptr || !out->col || (w && !out->val)) {
-        free(start), free(key), free(cw);
+        actc_mem_free(start), actc_mem_free(key), actc_mem_free(cw);
         actc_csr_free(out);
         return actc_set_error(ACTC_ERR_OOM, "actc_csr_from_edges: out of memory for %lld entries", (long long)nnz);
     }
@@ -121,7 +121,7 @@ actc_status actc_csr_from_edges(int n, int64_t m, const int32_t *src, const int3
         }
         out->rowptr[i + 1] = k;
     }
-    free(start), free(key), free(cw);
+    actc_mem_free(start), actc_mem_free(key), actc_mem_free(cw);
     return ACTC_OK;
 }
 
@@ -144,12 +144,12 @@ actc_status actc_csr_transpose(const actc_csr *a, actc_csr *out)
     }
     out->n = n;
     out->nnz = nnz;
-    out->rowptr = calloc((size_t)n + 1, sizeof *out->rowptr);
-    out->col = malloc((size_t)(nnz ? nnz : 1) * sizeof *out->col);
-    out->perm = malloc((size_t)(nnz ? nnz : 1) * sizeof *out->perm);
-    int64_t *fill = malloc((size_t)n * sizeof *fill);
+    out->rowptr = actc_mem_calloc(ACTC_MEM_SCRATCH, ((size_t)n + 1) * sizeof *out->rowptr);
+    out->col = actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)(nnz ? nnz : 1) * sizeof *out->col);
+    out->perm = actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)(nnz ? nnz : 1) * sizeof *out->perm);
+    int64_t *fill = actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)n * sizeof *fill);
     if (!out->rowptr || !out->col || !out->perm || !fill) {
-        free(fill);
+        actc_mem_free(fill);
         actc_csr_free(out);
         return actc_set_error(ACTC_ERR_OOM, "actc_csr_transpose: out of memory for %lld entries", (long long)nnz);
     }
@@ -164,7 +164,7 @@ actc_status actc_csr_transpose(const actc_csr *a, actc_csr *out)
             out->col[p] = i;
             out->perm[p] = k;
         }
-    free(fill);
+    actc_mem_free(fill);
     return ACTC_OK;
 }
 
@@ -173,7 +173,7 @@ actc_status actc_csr_gcn_norm(const actc_csr *a, float *w)
     if (!actc__csr_ok("actc_csr_gcn_norm", "a", a)) return ACTC_ERR_INVALID;
     if (!w && a->nnz > 0) return actc_set_error(ACTC_ERR_INVALID, "actc_csr_gcn_norm: w is NULL");
     const int n = a->n;
-    double *d = malloc((size_t)n * sizeof *d);
+    double *d = actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)n * sizeof *d);
     if (!d) return actc_set_error(ACTC_ERR_OOM, "actc_csr_gcn_norm: out of memory (n=%d)", n);
     for (int i = 0; i < n; i++) {
         double s = 0;
@@ -184,14 +184,14 @@ actc_status actc_csr_gcn_norm(const actc_csr *a, float *w)
         for (int64_t k = a->rowptr[i]; k < a->rowptr[i + 1]; k++) {
             const int j = a->col[k];
             if (j < 0 || j >= n) {
-                free(d);
+                actc_mem_free(d);
                 return actc_set_error(ACTC_ERR_INVALID,
                                       "actc_csr_gcn_norm: entry %lld (row %d) has column %d outside [0, %d)",
                                       (long long)k, i, j, n);
             }
             if (!(d[i] > 0) || !(d[j] > 0)) {
                 const double di = d[i], dj = d[j];
-                free(d);
+                actc_mem_free(d);
                 return actc_set_error(ACTC_ERR_INVALID,
                                       "actc_csr_gcn_norm: entry %lld = (%d, %d) joins nodes of degree %g and %g "
                                       "(degrees must be positive)",
@@ -199,6 +199,6 @@ actc_status actc_csr_gcn_norm(const actc_csr *a, float *w)
             }
             w[k] = (float)((a->val ? (double)a->val[k] : 1.0) / sqrt(d[i] * d[j]));
         }
-    free(d);
+    actc_mem_free(d);
     return ACTC_OK;
 }
