@@ -522,6 +522,40 @@ static void test_knn(void **state)
     actc_image_dataset_free(&p1);
 }
 
+/* The Fashion-MNIST graph from its cache, when `actc graph build` wrote it
+ * (building it here would take a minute); a cache that is another graph
+ * is refused. */
+static void test_fashion_mnist_cache(void **state)
+{
+    (void)state;
+    actc_sbm_opts o = actc_sbm_default_opts();
+    actc_graph *g = NULL;
+    assert_int_equal(actc_graph_sbm(&o, &g), ACTC_OK);
+    assert_int_equal(actc_graph_save(g, tpath("other.graph")), ACTC_OK);
+    actc_graph_free(g);
+    g = (actc_graph *)1;
+    expect_err(actc_graph_fashion_mnist("/nonexistent", tpath("other.graph"), &g), ACTC_ERR_FORMAT,
+               "not the Fashion-MNIST", "other.graph");
+    assert_null(g);
+    expect_err(actc_graph_fashion_mnist("/nonexistent", tpath("none.graph"), &g), ACTC_ERR_IO, "Fashion-MNIST",
+               NULL);
+    char path[512];
+    snprintf(path, sizeof path, "%s/build/data/fmnist-knn10.graph", tu_source_dir());
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        print_message("  no %s (actc graph build): skipped\n", path);
+        return;
+    }
+    fclose(f);
+    assert_int_equal(actc_graph_fashion_mnist(NULL, path, &g), ACTC_OK);
+    int c[3];
+    actc_graph_split_counts(g, c);
+    assert_int_equal(g->n, 70000);
+    assert_int_equal(c[0], 1000), assert_int_equal(c[1], 1000), assert_int_equal(c[2], 68000);
+    for (int i = 0; i < g->n; i++) assert_true(g->adj.rowptr[i + 1] - g->adj.rowptr[i] >= 11);
+    actc_graph_free(g);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -539,7 +573,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hand_graph),   cmocka_unit_test(test_new_refusals), cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_bad_files),    cmocka_unit_test(test_split_and_source), cmocka_unit_test(test_sbm),
-        cmocka_unit_test(test_knn),
+        cmocka_unit_test(test_knn),          cmocka_unit_test(test_fashion_mnist_cache),
     };
     const int rc = cmocka_run_group_tests(tests, setup, teardown);
     actc_shutdown();
