@@ -199,9 +199,13 @@ static int cmd_graph(int argc, char **argv)
     flag_def flags[MAX_FLAGS];
     build_flags(flags, &o);
     const char *sub = argc > 2 ? argv[2] : NULL;
-    if (!sub || !strcmp(sub, "--help") || !strcmp(sub, "-h") || !strcmp(sub, "help")) {
-        flags_help(sub ? stdout : stderr, USAGE, ABOUT, flags);
-        return sub ? 0 : 2;
+    if (!sub) {
+        fprintf(stderr, "error: actc graph needs a subcommand: build, sbm or info (see actc graph --help)\n");
+        return 2;
+    }
+    if (!strcmp(sub, "--help") || !strcmp(sub, "-h") || !strcmp(sub, "help")) {
+        flags_help(stdout, USAGE, ABOUT, flags);
+        return 0;
     }
     const int is_info = !strcmp(sub, "info");
     if (!is_info && strcmp(sub, "build") && strcmp(sub, "sbm")) {

@@ -205,7 +205,7 @@ actc_status actc_graph_load(const char *path, actc_graph **out)
     int32_t *src = NULL, *dst = NULL;
     actc_status s = ACTC_OK;
     const uint64_t size = (uint64_t)st.st_size;
-    uint8_t hdr[GRAPH_HEADER];
+    uint8_t hdr[GRAPH_HEADER] = {0};
     uLong crc = crc32(0L, Z_NULL, 0);
     const size_t got = fread(hdr, 1, GRAPH_HEADER, f);
     if (got < 8 || memcmp(hdr, GRAPH_MAGIC, 8) != 0) {
