@@ -1394,9 +1394,12 @@ enum { ACTC_SPLIT_NONE = -1, ACTC_SPLIT_TRAIN = 0, ACTC_SPLIT_VAL = 1, ACTC_SPLI
 
 /* Build a graph from n nodes' features x [n * n_features], labels y (in
  * [0, n_classes)), split (per node, the enum above) and m undirected edges
- * src[e] - dst[e].  Copies everything.  ACTC_ERR_INVALID naming the first
- * problem: n < 1, an edge to a node outside [0, n), a label outside
- * [0, n_classes), a split value outside the enum, no training node. */
+ * src[e] - dst[e] (any order, either direction; duplicates and self-loops
+ * are merged).  Copies everything.  ACTC_ERR_INVALID naming the first
+ * problem: n < 1, n_features < 1, n_classes < 1, an edge to a node outside
+ * [0, n) (the edge's number and the index), a label outside
+ * [0, n_classes), a split value outside the enum, no training node.  Every
+ * graph the library hands out (file, generators) obeys the same rules. */
 ACTC_API actc_status actc_graph_new(int n, int n_features, int n_classes, const float *x, const int32_t *y,
                                     const int8_t *split, int64_t m, const int32_t *src, const int32_t *dst,
                                     actc_graph **out);
@@ -1405,20 +1408,30 @@ ACTC_API void actc_graph_free(actc_graph *g);
  * n_features, n_classes, m, then features (f32), labels (i32), split (i8),
  * edges (i32 pairs), little-endian, and a CRC-32 of all that came before.
  * Load refuses anything malformed (ACTC_ERR_FORMAT or ACTC_ERR_IO naming
- * the file and the problem), never crashes. */
+ * the file and the problem: bad magic or version, a size that disagrees
+ * with the header, the CRC, then actc_graph_new's rules), never crashes,
+ * and checks the header against the file's size before allocating.  Save
+ * writes each undirected edge once (adj's entries below the diagonal), so a
+ * saved graph loads back identical. */
 ACTC_API actc_status actc_graph_load(const char *path, actc_graph **out);
 ACTC_API actc_status actc_graph_save(const actc_graph *g, const char *path);
 /* Nodes per split: counts[0..2] = train, validation, test. */
 ACTC_API void actc_graph_split_counts(const actc_graph *g, int counts[3]);
 /* Redraw the split: a permutation of the nodes by seed, the first n_train
- * train, the next n_val validation, every other node test. */
+ * train, the next n_val validation, every other node test.  A pure function
+ * of (n, n_train, n_val, seed).  ACTC_ERR_INVALID, the split unchanged,
+ * unless n_train >= 1, n_val >= 0 and n_train + n_val <= n. */
 ACTC_API actc_status actc_graph_resplit(actc_graph *g, int n_train, int n_val, uint64_t seed);
 
 /* A planted-partition graph (stochastic block model) for tests and scale
- * runs: n nodes in `classes` equal blocks, about n * degree / 2 edges of
- * which a fraction p_in join nodes of the same block, features a noisy
- * one-hot of the block (n_features >= classes, noise std), split n_train /
- * n_val / rest.  Pure function of seed. */
+ * runs: n nodes in `classes` equal blocks (node i in block i % classes,
+ * its label), about n * degree / 2 edges (round(n * degree / 2) drawn,
+ * duplicates merged) of which a fraction p_in join nodes of the same block,
+ * features a noisy one-hot of the block (the first `classes` of n_features
+ * >= classes columns, Gaussian noise of std `noise` on all), split n_train
+ * / n_val / rest as actc_graph_resplit by seed.  Pure function of the
+ * options, at any thread count.  ACTC_ERR_INVALID naming a bad option
+ * (o NULL: the defaults). */
 typedef struct {
     int n, classes, n_features;
     double degree, p_in, noise;
@@ -1428,17 +1441,23 @@ typedef struct {
 ACTC_API actc_sbm_opts actc_sbm_default_opts(void);
 ACTC_API actc_status actc_graph_sbm(const actc_sbm_opts *o, actc_graph **out);
 
-/* The k-nearest-neighbour graph of images (cosine similarity of the raw
- * pixels; each image joined to its k most similar others, the edges made
- * symmetric), features the pixels scaled to [0, 1], labels the images'.
- * Split: ACTC_SPLIT_NONE (use actc_graph_resplit).  Dense similarity
- * blocks through sgemm, threaded. */
+/* The k-nearest-neighbour graph of images, the parts concatenated (all of
+ * the same c x h x w): cosine similarity of the raw pixels, each image
+ * joined to its k most similar others (1 <= k < n; ties to the lower
+ * index; an all-zero image has similarity 0 to everything), the edges made
+ * symmetric (every degree >= k); features the pixels scaled to [0, 1],
+ * labels the images', n_classes 1 + the largest.  Split by seed 0:
+ * min(1000, n / 3) train (at least 1), min(1000, n / 3) validation, the
+ * rest test (actc_graph_resplit for another).  Dense similarity blocks
+ * through sgemm (a block of rows at a time, never n x n), threaded. */
 ACTC_API actc_status actc_graph_knn_images(const actc_image_dataset *const *parts, int n_parts, int k,
                                            actc_graph **out);
 /* The default graph: Fashion-MNIST's 70,000 images (train then test) from
  * dir (NULL: the Debian package's), k = 10, split by seed 0 into 1,000
  * train, 1,000 validation and 68,000 test nodes.  Cached in the graph file
- * cache (built and saved there when missing; NULL: no cache). */
+ * cache (built and saved there when missing, through a temporary file
+ * renamed into place, the directory created; NULL: no cache).  A cache that
+ * is not this graph (size, classes, split) is ACTC_ERR_FORMAT. */
 ACTC_API actc_status actc_graph_fashion_mnist(const char *dir, const char *cache, actc_graph **out);
 
 /* ---- Data sources: the batches of an epoch ---- */
@@ -1465,8 +1484,10 @@ ACTC_API actc_status actc_source_text(const actc_text_corpus *c, int B, int T, u
  * end, in batches of up to B windows. */
 ACTC_API actc_status actc_source_text_eval(const actc_text_corpus *c, int T, uint64_t tokens, int B, actc_source **out);
 /* Full-batch node classification: one batch per epoch, the whole graph g
- * (x its features, graph g, ids the nodes of `split` and labels theirs).
- * g must outlive the source. */
+ * (x its features, graph g, ids the nodes of `split` ascending, B their
+ * count, T 1, labels theirs).  ACTC_ERR_INVALID for a split other than
+ * ACTC_SPLIT_TRAIN, _VAL or _TEST or one that selects no node.  g must
+ * outlive the source (its split is read once, here). */
 ACTC_API actc_status actc_source_graph(const actc_graph *g, int split, actc_source **out);
 /* Your own data: get fills *b with batch `index` of `epoch` (step: the
  * trainer's global step); `batches` per epoch. */

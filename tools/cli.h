@@ -42,7 +42,13 @@ typedef struct {
 } command;
 #define MAX_FLAGS 64
 extern const command cmd_train_def, cmd_eval_def, cmd_generate_def, cmd_maxbatch_def, cmd_inspect_def,
-    cmd_variance_def;
+    cmd_variance_def, cmd_graph_def;
+
+/* ---- graphs (tools/cmd_graph.c) ---- */
+/* The default Fashion-MNIST kNN graph file that `actc graph build` writes
+ * and graph training reads: ACTC_GRAPH_CACHE, set by CMake to
+ * BUILD_DIR/data/fmnist-knn10.graph. */
+const char *cli_graph_cache(void);
 
 /* ---- shared options ---------------------------------------------------------- */
 typedef struct {

@@ -8,7 +8,8 @@
 #include <string.h>
 
 static const command *const commands[] = {&cmd_train_def,   &cmd_eval_def,    &cmd_generate_def,
-                                          &cmd_maxbatch_def, &cmd_inspect_def, &cmd_variance_def};
+                                          &cmd_maxbatch_def, &cmd_inspect_def, &cmd_variance_def,
+                                          &cmd_graph_def};
 #define N_COMMANDS (sizeof commands / sizeof *commands)
 
 static const char *const EXAMPLES =
@@ -19,7 +20,8 @@ static const char *const EXAMPLES =
     "  actc generate --checkpoint g.ckpt --prompt \"And God said\" --tokens 200 --top-k 20\n"
     "  actc maxbatch --budget 2GiB --model resnet18 --compress bf16\n"
     "  actc inspect --model resnet20 --compress gact:4\n"
-    "  actc variance --model resnet20 --compress bf16 --batch 64 --repeats 4\n";
+    "  actc variance --model resnet20 --compress bf16 --batch 64 --repeats 4\n"
+    "  actc graph sbm --nodes 100000 --out sbm.graph && actc graph info sbm.graph\n";
 static const char *const ENVIRONMENT =
     "  ACTC_CONV=auto|dnnl|im2col   convolution backend (auto: oneDNN when built in, else im2col)\n"
     "  ACTC_TEXT=PATH               the default text corpus of --data text\n";
@@ -121,7 +123,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < N_COMMANDS && !c; i++)
         if (!strcmp(cmd, commands[i]->name)) c = commands[i];
     if (!c) {
-        fprintf(stderr, "error: unknown command '%s' (train, eval, generate, maxbatch, inspect, variance; see actc "
+        fprintf(stderr, "error: unknown command '%s' (train, eval, generate, maxbatch, inspect, variance, graph; see actc "
                         "--help)\n", cmd);
         return 2;
     }

@@ -2,13 +2,14 @@
  * kind wraps a reader of the data layer: the image loader (shuffle and
  * augmentation as a pure function of (seed, epoch, index)), random text
  * windows (a pure function of (seed, step)), the evenly spread validation
- * windows, or the caller's own function.  A source keeps the last batch it
+ * windows, a graph's nodes of one split (the whole graph, one batch per
+ * epoch), or the caller's own function.  A source keeps the last batch it
  * handed out (an image tensor, token buffers) until the next get. */
 #include "data.h"
 #include <stdlib.h>
 #include <string.h>
 
-enum { SRC_IMAGES, SRC_TEXT, SRC_TEXT_EVAL, SRC_CUSTOM };
+enum { SRC_IMAGES, SRC_TEXT, SRC_TEXT_EVAL, SRC_GRAPH, SRC_CUSTOM };
 
 struct actc_source {
     int kind;
@@ -24,6 +25,10 @@ struct actc_source {
     int32_t *ids, *targets;   /* B * T inputs and next bytes                */
     size_t n, span;           /* evaluation: windows, last window start     */
     int tiled;                /* evaluation: windows every T bytes          */
+    /* graph: the nodes of one split (ascending) and their labels */
+    const actc_graph *g;
+    int32_t *nodes, *node_labels;
+    int n_nodes;
     /* custom */
     actc_source_get_fn get;
     void *user;
@@ -45,6 +50,8 @@ void actc_source_free(actc_source *s)
     free(s->window);
     free(s->ids);
     free(s->targets);
+    free(s->nodes);
+    free(s->node_labels);
     free(s);
 }
 
@@ -152,6 +159,41 @@ actc_status actc_source_text_eval(const actc_text_corpus *c, int T, uint64_t tok
     return ACTC_OK;
 }
 
+actc_status actc_source_graph(const actc_graph *g, int split, actc_source **out)
+{
+    if (!out) return actc_set_error(ACTC_ERR_INVALID, "actc_source_graph: out is NULL");
+    *out = NULL;
+    if (!g || !g->x || !g->y || !g->split) return actc_set_error(ACTC_ERR_INVALID, "actc_source_graph: no graph");
+    static const char *const names[] = {"train", "validation", "test"};
+    if (split < ACTC_SPLIT_TRAIN || split > ACTC_SPLIT_TEST)
+        return actc_set_error(ACTC_ERR_INVALID, "graph source: split %d is not 0 (train), 1 (validation) or 2 (test)",
+                              split);
+    int count = 0;
+    for (int i = 0; i < g->n; i++) count += g->split[i] == split;
+    if (count == 0)
+        return actc_set_error(ACTC_ERR_INVALID, "graph source: split %s selects no node of the graph %s (%d nodes)",
+                              names[split], g->source, g->n);
+    actc_source *s;
+    actc_status st = new_source(SRC_GRAPH, &s);
+    if (st != ACTC_OK) return st;
+    if (!(s->nodes = malloc((size_t)count * sizeof *s->nodes)) ||
+        !(s->node_labels = malloc((size_t)count * sizeof *s->node_labels))) {
+        actc_source_free(s);
+        return actc_set_error(ACTC_ERR_OOM, "out of memory for the %d %s nodes of a graph source", count,
+                              names[split]);
+    }
+    for (int i = 0, k = 0; i < g->n; i++)
+        if (g->split[i] == split) {
+            s->nodes[k] = i;
+            s->node_labels[k++] = g->y[i];
+        }
+    s->g = g;
+    s->n_nodes = count;
+    s->batches = 1;
+    *out = s;
+    return ACTC_OK;
+}
+
 actc_status actc_source_custom(actc_source_get_fn get, void *user, int batches, actc_source **out)
 {
     if (!out) return actc_set_error(ACTC_ERR_INVALID, "actc_source_custom: out is NULL");
@@ -220,6 +262,14 @@ actc_status actc_source_get(actc_source *s, uint64_t epoch, uint64_t index, uint
         b->labels = s->targets;
         return ACTC_OK;
     }
+    case SRC_GRAPH:
+        b->x = s->g->x;
+        b->graph = s->g;
+        b->ids = s->nodes;
+        b->B = s->n_nodes;
+        b->T = 1;
+        b->labels = s->node_labels;
+        return ACTC_OK;
     default: return s->get(s->user, epoch, index, step, b);
     }
     b->ids = s->ids;

@@ -2,7 +2,9 @@
  * hand after a format change: build/make_fuzz_seeds SOURCE_DIR; the seeds
  * are committed).  Checkpoints of the model the checkpoint target loads
  * into (mlp width 8) with and without an optimizer and with a trainer's
- * whole state, small IDX files plain and gzip, texts and specs. */
+ * whole state, small IDX files plain and gzip, texts, specs and graph
+ * files (a hand graph with every split value, a small SBM; the first byte
+ * is fuzz_graph's mode). */
 #include "actc.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +38,21 @@ static void copy_file(const char *dir, const char *name, const char *from)
     size_t n = fread(buf, 1, sizeof buf, f);
     fclose(f);
     put(dir, name, buf, n);
+}
+
+/* A file's bytes after one leading byte (a fuzz target's mode). */
+static void copy_file_prefixed(const char *dir, const char *name, unsigned char first, const char *from)
+{
+    FILE *f = fopen(from, "rb");
+    if (!f) {
+        fprintf(stderr, "cannot read %s\n", from);
+        exit(1);
+    }
+    static unsigned char buf[1 << 20];
+    buf[0] = first;
+    size_t n = fread(buf + 1, 1, sizeof buf - 1, f);
+    fclose(f);
+    put(dir, name, buf, 1 + n);
 }
 
 static void gz_seed(const char *name, unsigned char first, const unsigned char *p, size_t n)
@@ -80,6 +97,24 @@ int main(int argc, char **argv)
     static const char text[] = "In the beginning God created the heaven and the earth.\nAnd the earth was without form.\n";
     put("text", "kjv", text, sizeof text - 1);
     put("text", "short", "a\nb", 3);
+    /* graph files */
+    {
+        const float gx[10] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+        const int32_t gy[5] = {0, 1, 2, 1, 0}, gs[4] = {0, 1, 2, 3}, gd[4] = {1, 2, 3, 0};
+        const int8_t sp[5] = {0, 1, 2, -1, 0};
+        actc_graph *g = NULL;
+        snprintf(path, sizeof path, "%s/tests/fuzz/seeds/graph.tmp", g_root);
+        if (actc_graph_new(5, 2, 3, gx, gy, sp, 4, gs, gd, &g) || actc_graph_save(g, path)) return 1;
+        copy_file_prefixed("graph", "hand", 0, path);
+        copy_file_prefixed("graph", "hand_fixcrc", 1, path);
+        actc_graph_free(g);
+        actc_sbm_opts so = actc_sbm_default_opts();
+        so.n = 40, so.classes = 4, so.n_features = 4, so.degree = 3, so.n_train = 4, so.n_val = 4;
+        if (actc_graph_sbm(&so, &g) || actc_graph_save(g, path)) return 1;
+        copy_file_prefixed("graph", "sbm", 1, path);
+        actc_graph_free(g);
+        remove(path);
+    }
     /* checkpoints of the checkpoint target's model (mlp, width 8) */
     actc_model_opts mo = actc_model_default_opts();
     mo.width = 8;
