@@ -15,6 +15,11 @@
 # PyTorch's RSS includes the ~250 MB of the torch import itself; its JSON
 # has the RSS right after loading the graph (rss_after_load_bytes).
 #
+# The caller's OMP_* variables reach every run (OMP_NUM_THREADS is set to
+# THREADS).  On a small VM, OMP_WAIT_POLICY=passive may matter: on a 2-vCPU
+# Firecracker guest PyTorch's spinning OpenMP threads made its 2-thread GCN
+# steps 1.2x (a random 70k-node graph) to 35x (2k nodes) slower than passive waiting.
+#
 # usage: bench/graph_speed.sh [ACTC_BINARY] [GRAPH] [STEPS] [THREADS]
 #        (defaults: build/actc, build/data/fmnist-knn10.graph, 50, 2)
 #        LOG=FILE appends every run's JSON line (actc's epoch event, PyTorch's)
@@ -59,11 +64,11 @@ run_actc() { # POLICY
     secs=$(num seconds "$line")
     st=$(num step "$line")
     st=${st:-$steps}
-    sps=""
-    if [ -n "$secs" ] && awk -v s="$secs" 'BEGIN { exit !(s > 0) }'; then
+    # The log's seconds (%.2f) over the steps; below a second the stdout epoch
+    # line's "..., 3.21 steps/s, 15.6 s" has more digits.
+    sps=$(sed -n 's/.* \([0-9][0-9.]*\) steps\/s.*/\1/p' "$f.out" 2>/dev/null | tail -1 || true)
+    if [ -n "$secs" ] && awk -v s="$secs" -v o="$sps" 'BEGIN { exit !(s >= 1 || (s > 0 && o == "")) }'; then
         sps=$(awk -v s="$secs" -v n="$st" 'BEGIN { printf "%.4f", n / s }')
-    else # the epoch line of stdout: "..., 3.21 steps/s, 15.6 s"
-        sps=$(sed -n 's/.* \([0-9][0-9.]*\) steps\/s.*/\1/p' "$f.out" 2>/dev/null | tail -1 || true)
     fi
     SPS[$p]=${sps:-n/a}
     MS[$p]=n/a

@@ -116,8 +116,6 @@ int graph_spec(const char *spec);
  * split redrawn when split ("TRAIN:VAL") is not NULL.  0, or prints the
  * error and returns 1. */
 int graph_open(const char *spec, const char *split, actc_graph **g);
-/* Where --data graph keeps the Fashion-MNIST k-NN graph. */
-const char *cli_graph_cache(void);
 
 /* ---- output ---------------------------------------------------------------------- */
 typedef struct {

@@ -646,10 +646,11 @@ static int epoch_report(const train_opts *o, run_state *r, int lm, const actc_ep
                 "{\"event\":\"epoch\",\"epoch\":%d,\"step\":%llu,\"model\":\"%s\",\"policy\":\"%s\",\"batch\":%d,"
                 "\"train_loss\":%.6f,\"train_acc\":%.6f,\"%s_acc\":%.6f,\"%s_loss\":%.6f,",
                 epoch, (unsigned long long)actc_trainer_steps(r->t), o->model, actc_ctx_policy(actc_trainer_ctx(r->t)),
-                o->batch, er->loss, er->accuracy, lm ? "val" : "test", ev.accuracy, lm ? "val" : "test", ev.loss);
+                o->batch, er->loss, er->accuracy, lm || r->test_src ? "val" : "test", ev.accuracy,
+                lm || r->test_src ? "val" : "test", ev.loss);
         if (lm)
             fprintf(r->log, "\"val_bpb\":%.6f,\"seq\":%d,", ev.loss / M_LN2, r->T);
-        if (r->test_src) fprintf(r->log, "\"val_acc\":%.6f,\"test_acc\":%.6f,\"test_loss\":%.6f,", ev.accuracy, te.accuracy, te.loss);
+        if (r->test_src) fprintf(r->log, "\"test_acc\":%.6f,\"test_loss\":%.6f,", te.accuracy, te.loss);
         if (r->dist.d)
             fprintf(r->log, "\"comm\":{\"ranks\":%d,\"bits\":%d,\"buckets\":%d,\"floats\":%zu,\"fp32_floats\":%zu,"
                             "\"bytes_sent\":%zu,\"exposed_s\":%.6f,\"comm_s\":%.6f},",

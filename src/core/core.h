@@ -128,4 +128,8 @@ uint64_t actc__get_u64(const uint8_t *b);
 void actc__get_floats(float *dst, const uint8_t *src, size_t n);
 /* a * b into *out: 1, or 0 when it overflows size_t. */
 int actc__mul_size(size_t a, size_t b, size_t *out);
+/* A Philox word as a uniform float in [0, 1) with 24 random bits: what
+ * actc_rand_uniform returns for its word (loops that need four uniforms
+ * from one block use it directly). */
+static inline float actc__word_uniform(uint32_t w) { return (float)(w >> 8) * (1.0f / 16777216.0f); }
 #endif

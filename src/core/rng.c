@@ -1,7 +1,7 @@
 /* Counter-based random numbers (Philox-4x32-10, Salmon et al. 2011): output i
  * of stream `key` depends only on (key, i), so any thread can produce any
  * element and results are independent of the thread count. */
-#include "actc.h"
+#include "core.h"
 #include <math.h>
 
 #define PHILOX_M0 0xD2511F53u
@@ -32,7 +32,7 @@ float actc_rand_uniform(uint64_t key, uint64_t i)
     /* One Philox call yields 4 words: element i uses word i%4 of block i/4. */
     uint32_t r[4];
     actc_philox(key, i >> 2, r);
-    return (float)(r[i & 3] >> 8) * (1.0f / 16777216.0f);
+    return actc__word_uniform(r[i & 3]);
 }
 
 float actc_rand_normal(uint64_t key, uint64_t i)
