@@ -13,7 +13,7 @@ typedef struct {
     int layers, heads, context, vocab, seq; /* language models */
     uint64_t seed;
     int grad_bits; /* 0: 32 */
-    const char *search; /* graph models: "nodes" or "depth" */
+    const char *search; /* graph models: "nodes", "depth" or "width" */
     int nodes;          /* graph models, --search depth: nodes of the graph */
     double degree;
 } mb_opts;
@@ -24,7 +24,7 @@ static const char ABOUT[] = "Find the largest batch size whose full training ste
                            "Graph models (gcn, gat, gcnii) train full-batch: the answer is the largest graph\n"
                            "(nodes of a planted-partition graph of --degree, --channels x --height x\n"
                            "--width-px features: Fashion-MNIST's 784 by default), or with --search depth the\n"
-                           "most layers on a graph of --nodes nodes.";
+                           "most layers (--search width: the widest layers) on a graph of --nodes nodes.";
 
 static void build_flags(flag_def *f, void *opts)
 {
@@ -51,8 +51,8 @@ static void build_flags(flag_def *f, void *opts)
         {"--width-px", F_INT, &o->in_w, "N", "input width (28)", 0},
         {"--classes", F_INT, &o->classes, "N", "number of classes (10)", 0},
         {"--seed", F_U64, &o->seed, "N", "seed (1)", 0},
-        {"--search", F_STR, &o->search, "WHAT", "graph models: nodes (the largest graph) or depth (the most layers) (nodes)", 0},
-        {"--nodes", F_INT, &o->nodes, "N", "graph models, --search depth: nodes of the graph (70000)", 0},
+        {"--search", F_STR, &o->search, "WHAT", "graph models: nodes (the largest graph), depth (the most layers) or width (the widest layers) (nodes)", 0},
+        {"--nodes", F_INT, &o->nodes, "N", "graph models, --search depth or width: nodes of the graph (70000)", 0},
         {"--degree", F_FLOAT, &o->degree, "D", "graph models: mean degree of the synthetic graph (10)", 0},
         {"--threads", F_INT, &o->threads, "N", "threads (default: all cores)", 0},
         {NULL, F_INT, NULL, NULL, NULL, 0}};
@@ -67,18 +67,24 @@ static void on_trial(int batch, int fits, size_t peak, void *user)
     fflush(stdout);
 }
 
-/* --search depth: a trial is the model with `layers` layers on a graph of
- * --nodes nodes. */
+/* --search depth / width: a trial is the model with `v` layers (or hidden
+ * features) on a graph of --nodes nodes. */
 typedef struct {
     actc_maxbatch_opts mo;
-    int nodes;
-} depth_search;
+    int nodes, width;
+} shape_search;
 
-static int depth_trial(int layers, size_t *peak, void *user)
+static int shape_trial(int v, size_t *peak, void *user)
 {
-    depth_search *d = user;
+    shape_search *d = user;
     actc_maxbatch_opts o = d->mo;
-    o.model_opts.n_layers = layers;
+    if (d->width) {
+        /* GAT's width is heads x features: keep it a multiple of the heads. */
+        const int h = o.model_opts.n_heads > 0 ? o.model_opts.n_heads : 1;
+        o.model_opts.width = v * h;
+    } else {
+        o.model_opts.n_layers = v;
+    }
     return actc_maxbatch_try(&o, d->nodes, peak);
 }
 
@@ -113,9 +119,10 @@ static int cmd_maxbatch(int argc, char **argv)
                         "sizes at least 1\n");
         return 2;
     }
-    const int gr = actc_model_name_takes_graph(o.model), depth = gr && !strcmp(o.search, "depth");
-    if (strcmp(o.search, "nodes") && strcmp(o.search, "depth")) {
-        fprintf(stderr, "error: --search must be nodes or depth, not '%s'\n", o.search);
+    const int gr = actc_model_name_takes_graph(o.model), width = gr && !strcmp(o.search, "width");
+    const int depth = gr && !strcmp(o.search, "depth"), shape = depth || width;
+    if (strcmp(o.search, "nodes") && strcmp(o.search, "depth") && strcmp(o.search, "width")) {
+        fprintf(stderr, "error: --search must be nodes, depth or width, not '%s'\n", o.search);
         return 2;
     }
     if (!gr && (flag_was_set(flags, "--search") || flag_was_set(flags, "--nodes") || flag_was_set(flags, "--degree"))) {
@@ -129,7 +136,9 @@ static int cmd_maxbatch(int argc, char **argv)
     actc_set_threads(o.threads);
     actc_maxbatch_opts mo = actc_maxbatch_default_opts();
     mo.graph_degree = o.degree;
-    if (gr && !flag_was_set(flags, "--limit")) o.limit = depth ? 4096 : 1 << 24;
+    if (gr && !flag_was_set(flags, "--limit")) o.limit = shape ? 4096 : 1 << 24;
+    if (gr && !shape && !flag_was_set(flags, "--start")) o.start = 1024; /* graphs: start at a real size */
+    if (gr && !strcmp(o.model, "gat") && o.heads == 0) o.heads = 8; /* the preset's, for --search width */
     mo.budget = o.budget;
     mo.model = o.model;
     mo.model_opts.in_channels = o.in_c;
@@ -173,17 +182,17 @@ static int cmd_maxbatch(int argc, char **argv)
 
     char bud[32], pk[32];
     actc_format_bytes(o.budget, bud, sizeof bud);
-    const char *what = depth ? "layers" : gr ? "nodes" : "batch";
+    const char *what = depth ? "layers" : width ? "width" : gr ? "nodes" : "batch";
     if (gr)
         printf("maxbatch: model %s, policy %s, budget %s; %s of a planted-partition graph of mean degree %g, %d "
-               "features%s\n", o.model, o.compress, bud, depth ? "the most layers" : "the largest number of nodes",
+               "features%s\n", o.model, o.compress, bud, depth ? "the most layers" : width ? "the widest layers" : "the largest number of nodes",
                o.degree, o.in_c * o.in_h * o.in_w, "");
     else printf("maxbatch: model %s, policy %s, budget %s\n", o.model, o.compress, bud);
-    if (depth) printf("graph: %d nodes\n", o.nodes);
+    if (shape) printf("graph: %d nodes%s\n", o.nodes, width && !strcmp(o.model, "gat") ? "; width counts features per head" : "");
     fflush(stdout);
-    depth_search ds = {mo, o.nodes};
-    if (depth) {
-        mo.trial = depth_trial;
+    shape_search ds = {mo, o.nodes, width};
+    if (shape) {
+        mo.trial = shape_trial;
         mo.trial_user = &ds;
     }
     actc_maxbatch_result r;
@@ -191,7 +200,7 @@ static int cmd_maxbatch(int argc, char **argv)
         fprintf(stderr, "error: %s\n", actc_last_error());
         return 1;
     }
-    printf("largest %s: %d (peak %s of %s)%s\n", depth ? "depth" : gr ? "graph" : "batch", r.batch,
+    printf("largest %s: %d (peak %s of %s)%s\n", depth ? "depth" : width ? "width" : gr ? "graph" : "batch", r.batch,
            actc_format_bytes(r.peak, pk, sizeof pk), bud,
            !r.failing ? " - the --limit was reached" : r.failing - r.batch > 1 ? " - bisection stopped at --resolution" : "");
     if (r.failing && r.failing - r.batch > 1) printf("smallest failing %s tried: %d\n", what, r.failing);

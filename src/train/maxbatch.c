@@ -54,6 +54,7 @@ int actc_maxbatch_try(const actc_maxbatch_opts *o, int b, size_t *peak)
         so.n_val = 0;
         so.seed = seed;
         if (so.n_features < so.classes) so.classes = so.n_features;
+        if (so.n < so.classes) so.classes = so.n;
         if (actc_graph_sbm(&so, &g) != ACTC_OK || actc_source_graph(g, ACTC_SPLIT_TRAIN, &gsrc) != ACTC_OK ||
             actc_source_get(gsrc, 0, 0, 0, &batch) != ACTC_OK)
             goto out;
