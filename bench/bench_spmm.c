@@ -69,7 +69,7 @@ int main(int argc, char **argv)
     actc_csr a;
     if (actc_csr_from_edges(n, m, src, dst, NULL, 1, 1, &a) != ACTC_OK) die("csr");
     free(src), free(dst);
-    float *w = malloc((size_t)a.nnz * sizeof *w); /* a has no values yet: degrees count entries */
+    float *w = actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)a.nnz * sizeof *w); /* a has no values yet: degrees count entries */
     if (!w || actc_csr_gcn_norm(&a, w) != ACTC_OK) die("gcn_norm");
     a.val = w;
 

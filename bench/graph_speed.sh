@@ -38,9 +38,7 @@ have_time=0
 have_torch=0
 /usr/bin/python3 -c 'import torch' 2>/dev/null && have_torch=1
 
-# The number after "KEY": in a JSON line (the last one if the key repeats:
-# actc's graph epoch line writes test_acc twice, the validation figure first),
-# or nothing.
+# The number after "KEY": in a JSON line, or nothing.
 num() { sed -n "s/.*\"$1\": *\(-\{0,1\}[0-9][0-9.eE+-]*\).*/\1/p" <<<"$2" | head -1; }
 # A row's figures, filled by the runs: sps ms alloc rss acc (n/a when missing).
 declare -A SPS MS ALLOC RSS ACC

@@ -7,9 +7,11 @@
  * indices of every edge in [0, n), labels in [0, n_classes), split values
  * in {-1, 0, 1, 2} and at least one training node.
  *
- * Memory: the features are an actc tensor in SCRATCH (the models read them
- * like any input batch); labels, split and the CSR arrays are plain malloc,
- * input data like the pixels of an image data set (see idx.c). */
+ * Memory: everything a graph holds (the features, an actc tensor the models
+ * read like any input batch; labels, split, GCN's weights and the CSR
+ * arrays) comes from the accounting allocator in SCRATCH: a full-batch run
+ * holds its whole graph for the whole run, so a budget and the memory table
+ * must cover it (maxbatch's largest graph counts it). */
 #include "../core/core.h"
 #include "data.h"
 #include <stdlib.h>
@@ -32,8 +34,8 @@ actc_status actc__graph_alloc(int n, int n_features, int n_classes, actc_graph *
     g->n_features = n_features;
     g->n_classes = n_classes;
     const int shape[2] = {n, n_features};
-    g->y = malloc((size_t)n * sizeof *g->y);
-    g->split = malloc((size_t)n);
+    g->y = actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)n * sizeof *g->y);
+    g->split = actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)n);
     if (!g->y || !g->split) {
         actc_graph_free(g);
         return actc_set_error(ACTC_ERR_OOM, "out of memory for the labels of %d nodes", n);
@@ -53,10 +55,10 @@ void actc_graph_free(actc_graph *g)
     if (!g) return;
     actc_csr_free(&g->adj);
     actc_csr_free(&g->adj_t);
-    free(g->norm);
+    actc_mem_free(g->norm);
     actc_tensor_release(g->x);
-    free(g->y);
-    free(g->split);
+    actc_mem_free(g->y);
+    actc_mem_free(g->split);
     free(g);
 }
 
@@ -90,11 +92,11 @@ actc_status actc__graph_finish(actc_graph *g, int64_t m, const int32_t *src, con
                               counts[2], counts[3], counts[0]);
     actc_csr_free(&g->adj);
     actc_csr_free(&g->adj_t);
-    free(g->norm);
+    actc_mem_free(g->norm);
     g->norm = NULL;
     actc_status st = actc_csr_from_edges(n, m, src, dst, NULL, 1, 1, &g->adj);
     if (st == ACTC_OK) st = actc_csr_transpose(&g->adj, &g->adj_t);
-    if (st == ACTC_OK && !(g->norm = malloc((size_t)g->adj.nnz * sizeof *g->norm)))
+    if (st == ACTC_OK && !(g->norm = actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)g->adj.nnz * sizeof *g->norm)))
         st = actc_set_error(ACTC_ERR_OOM, "out of memory for the weights of %lld adjacency entries",
                             (long long)g->adj.nnz);
     if (st == ACTC_OK) st = actc_csr_gcn_norm(&g->adj, g->norm);

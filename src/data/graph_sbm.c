@@ -74,9 +74,10 @@ actc_status actc_graph_sbm(const actc_sbm_opts *o, actc_graph **out)
     const int64_t m = (int64_t)llround((double)n * o->degree / 2.0);
     actc_graph *g;
     if ((st = actc__graph_alloc(n, F, C, &g)) != ACTC_OK) return st;
-    int32_t *src = malloc((size_t)(m ? m : 1) * sizeof *src), *dst = malloc((size_t)(m ? m : 1) * sizeof *dst);
+    int32_t *src = actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)(m ? m : 1) * sizeof *src),
+            *dst = actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)(m ? m : 1) * sizeof *dst);
     if (!src || !dst) {
-        free(src), free(dst);
+        actc_mem_free(src), actc_mem_free(dst);
         actc_graph_free(g);
         return actc_set_error(ACTC_ERR_OOM, "sbm: out of memory for %lld edges", (long long)m);
     }
@@ -133,7 +134,7 @@ actc_status actc_graph_sbm(const actc_sbm_opts *o, actc_graph **out)
     for (int i = 0; i < n; i++) g->y[i] = i % C;
     if ((st = actc__graph_split_fill(g->split, n, o->n_train, o->n_val, o->seed)) == ACTC_OK)
         st = actc__graph_finish(g, m, src, dst);
-    free(src), free(dst);
+    actc_mem_free(src), actc_mem_free(dst);
     if (st != ACTC_OK) {
         actc_graph_free(g);
         return st;
