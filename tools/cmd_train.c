@@ -754,9 +754,12 @@ static int run_train(train_opts *po, flag_def *flags, int argc, char **argv, con
     const int steps = actc_source_batches(r.src);
     char pbuf[32];
     actc_model *m = r.model;
-    printf("actc %s: model %s (%zu parameters, %s), policy %s, %d epoch(s) of %d steps at batch %d, %d thread(s)%s\n",
+    char bdesc[48];
+    if (r.graph) snprintf(bdesc, sizeof bdesc, "full-graph steps");
+    else snprintf(bdesc, sizeof bdesc, "steps at batch %d", o.batch);
+    printf("actc %s: model %s (%zu parameters, %s), policy %s, %d epoch(s) of %d %s, %d thread(s)%s\n",
            actc_version(), o.model, actc_model_num_params(m), actc_format_bytes(actc_model_num_params(m) * 4, pbuf, sizeof pbuf),
-           to->policy, o.epochs, steps, o.batch, actc_get_threads(), o.deterministic ? ", deterministic" : "");
+           to->policy, o.epochs, steps, bdesc, actc_get_threads(), o.deterministic ? ", deterministic" : "");
     if (lm) {
         const actc_text_corpus *c = &r.corpus;
         const int T = r.T;
