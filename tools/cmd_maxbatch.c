@@ -16,6 +16,7 @@ typedef struct {
     const char *search; /* graph models: "nodes", "depth" or "width" */
     int nodes;          /* graph models, --search depth: nodes of the graph */
     double degree;
+    float dropout;      /* graph models: -1 = the preset's (as actc train) */
 } mb_opts;
 
 static const char USAGE[] = "actc maxbatch --budget SIZE [--model NAME] [--compress SPEC]";
@@ -54,6 +55,7 @@ static void build_flags(flag_def *f, void *opts)
         {"--search", F_STR, &o->search, "WHAT", "graph models: nodes (the largest graph), depth (the most layers) or width (the widest layers) (nodes)", 0},
         {"--nodes", F_INT, &o->nodes, "N", "graph models, --search depth or width: nodes of the graph (70000)", 0},
         {"--degree", F_FLOAT, &o->degree, "D", "graph models: mean degree of the synthetic graph (10)", 0},
+        {"--dropout", F_FLOAT, &o->dropout, "P", "graph models: dropout, whose masks and copies count (actc train's presets: gcn 0.5, gat and gcnii 0.6)", 0},
         {"--threads", F_INT, &o->threads, "N", "threads (default: all cores)", 0},
         {NULL, F_INT, NULL, NULL, NULL, 0}};
     memcpy(f, defs, sizeof defs);
@@ -91,7 +93,7 @@ static int shape_trial(int v, size_t *peak, void *user)
 static int cmd_maxbatch(int argc, char **argv)
 {
     mb_opts o = {"resnet20", "none", NULL, "flash", 0, 0, 1, 1 << 16, 0, 1, 28, 28, 10, 1, 2, 0, 0, 0, 0, 0, 1, 0,
-                 "nodes", 70000, 10};
+                 "nodes", 70000, 10, -1};
     flag_def flags[MAX_FLAGS];
     build_flags(flags, &o);
     int help, rc = flags_parse(flags, argc, argv, 2, &help);
@@ -139,6 +141,14 @@ static int cmd_maxbatch(int argc, char **argv)
     if (gr && !flag_was_set(flags, "--limit")) o.limit = shape ? 4096 : 1 << 24;
     if (gr && !shape && !flag_was_set(flags, "--start")) o.start = 1024; /* graphs: start at a real size */
     if (gr && !strcmp(o.model, "gat") && o.heads == 0) o.heads = 8; /* the preset's, for --search width */
+    /* A graph model's trial runs actc train's recipe: its dropout too. */
+    if (gr && o.dropout < 0) o.dropout = !strcmp(o.model, "gcn") ? 0.5f : 0.6f;
+    if (o.dropout < 0) o.dropout = 0;
+    if (!(o.dropout < 1)) {
+        fprintf(stderr, "error: --dropout must be in [0, 1)\n");
+        return 2;
+    }
+    mo.model_opts.dropout = o.dropout;
     mo.budget = o.budget;
     mo.model = o.model;
     mo.model_opts.in_channels = o.in_c;
@@ -185,8 +195,8 @@ static int cmd_maxbatch(int argc, char **argv)
     const char *what = depth ? "layers" : width ? "width" : gr ? "nodes" : "batch";
     if (gr)
         printf("maxbatch: model %s, policy %s, budget %s; %s of a planted-partition graph of mean degree %g, %d "
-               "features%s\n", o.model, o.compress, bud, depth ? "the most layers" : width ? "the widest layers" : "the largest number of nodes",
-               o.degree, o.in_c * o.in_h * o.in_w, "");
+               "features, dropout %g\n", o.model, o.compress, bud, depth ? "the most layers" : width ? "the widest layers" : "the largest number of nodes",
+               o.degree, o.in_c * o.in_h * o.in_w, (double)o.dropout);
     else printf("maxbatch: model %s, policy %s, budget %s\n", o.model, o.compress, bud);
     if (shape) printf("graph: %d nodes%s\n", o.nodes, width && !strcmp(o.model, "gat") ? "; width counts features per head" : "");
     fflush(stdout);

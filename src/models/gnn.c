@@ -9,10 +9,9 @@
  * node features, attention coefficients and masks unchanged; the adjacency
  * is the graph's, read in place (see actc_spmm).
  *
- * Where the bias goes: GCN's bias is added after propagation (A (x W) + b,
- * as Kipf's and PyG's code); GAT's is added before aggregation, x W + b,
- * which is the same thing because every row of the softmax sums to one
- * (each node has its self-loop, so no row is empty). */
+ * Where the bias goes: after propagation, A_hat (x W) + b for GCN and
+ * sum_j alpha_ij (x W)_j + b for GAT, as Kipf's and Velickovic's code (and
+ * PyG's layers) do; the attention scores see x W without it. */
 #include "model.h"
 #include <math.h>
 #include <stdlib.h>
@@ -72,12 +71,13 @@ static actc_tensor *gcn_layer(actc_ctx *ctx, const actc_graph *g, const actc_csr
 }
 
 /* One GAT layer, `heads` heads of D = width / heads features each:
- * h = x W + b, alpha = softmax over each node's edges of
- * LeakyReLU(a_dst . h_i + a_src . h_j), y_i = sum_j alpha_ij h_j. */
+ * h = x W, alpha = softmax over each node's edges of
+ * LeakyReLU(a_dst . h_i + a_src . h_j) (then attention dropout),
+ * y_i = sum_j alpha_ij h_j + b. */
 static actc_tensor *gat_layer(actc_ctx *ctx, const actc_graph *g, actc_tensor *x, actc_tensor *w, actc_tensor *b,
                               actc_tensor *as, actc_tensor *ad, float p)
 {
-    actc_tensor *h = actc_linear(ctx, x, w, b);
+    actc_tensor *h = actc_linear(ctx, x, w, NULL);
     if (!h) return NULL;
     actc_tensor *ss = actc_head_dot(ctx, h, as), *sd = ss ? actc_head_dot(ctx, h, ad) : NULL;
     actc_tensor *e = sd ? actc_gat_scores(ctx, &g->adj, &g->adj_t, sd, ss, GAT_SLOPE) : NULL;
@@ -89,6 +89,7 @@ static actc_tensor *gat_layer(actc_ctx *ctx, const actc_graph *g, actc_tensor *x
     actc_tensor *y = alpha ? actc_edge_aggregate(ctx, &g->adj, &g->adj_t, alpha, h) : NULL;
     actc_tensor_release(alpha);
     actc_tensor_release(h);
+    if (y) step(&y, actc_bias_add(ctx, y, b));
     return y;
 }
 
@@ -153,6 +154,7 @@ static actc_tensor *gnn_forward(actc_model *m, actc_ctx *ctx, const actc_batch *
             actc_tensor *hw = actc_linear(ctx, h, p->w[l], NULL);
             if (!hw || !step(&h, actc_scale_add(ctx, h, 1.0f - beta, hw, beta))) {
                 actc_tensor_release(hw);
+                step(&h, NULL); /* a failed layer fails the forward */
                 break;
             }
             actc_tensor_release(hw);
