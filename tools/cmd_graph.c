@@ -240,6 +240,12 @@ static int cmd_graph(int argc, char **argv)
             fprintf(stderr, "error: --k must be at least 1 (got %d)\n", o.k);
             return 2;
         }
+        /* --data graph reads the default cache as the k = 10 graph. */
+        if (o.k != 10 && !o.out) {
+            fprintf(stderr, "error: --k %d: the default cache %s holds the 10-nearest-neighbour graph; write another k "
+                            "with --out PATH (and train on it with --data graph:PATH)\n", o.k, cli_graph_cache());
+            return 2;
+        }
         return run_build(&o);
     }
     static const char *const allowed[] = {"--out",  "--nodes", "--degree", "--classes", "--features", "--p-in",

@@ -50,6 +50,8 @@ int graph_open(const char *spec, const char *split, actc_graph **g)
             return 1;
         }
         so.n = (int)n;
+        if (so.degree > so.n - 1) so.degree = so.n - 1;
+        if (so.classes > so.n) so.classes = (int)so.n;
         if (so.n_train + so.n_val >= so.n) {
             so.n_train = so.n / 10 > 0 ? so.n / 10 : 1;
             so.n_val = so.n / 10;

@@ -14,6 +14,7 @@
  * must cover it (maxbatch's largest graph counts it). */
 #include "../core/core.h"
 #include "data.h"
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,6 +75,13 @@ actc_status actc__graph_finish(actc_graph *g, int64_t m, const int32_t *src, con
                                   "edge %lld (%d - %d) names node %d, outside the graph's nodes [0, %d)", (long long)e,
                                   (int)a, (int)b, (int)(a < 0 || a >= n ? a : b), n);
     }
+    /* A NaN or infinite feature would only show up as a NaN loss later. */
+    const float *xf = g->x->data;
+    const size_t nf = g->x->numel;
+    for (size_t i = 0; i < nf; i++)
+        if (!isfinite(xf[i]))
+            return actc_set_error(ACTC_ERR_INVALID, "node %zu has a feature that is not finite (feature %zu: %g)",
+                                  i / (size_t)g->n_features, i % (size_t)g->n_features, (double)xf[i]);
     for (int i = 0; i < n; i++)
         if (g->y[i] < 0 || g->y[i] >= g->n_classes)
             return actc_set_error(ACTC_ERR_INVALID, "node %d has label %d, outside the classes [0, %d)", i,

@@ -96,9 +96,9 @@ actc_status actc_graph_knn_images(const actc_image_dataset *const *parts, int n_
     int rows = (int)(KNN_BLOCK_FLOATS / (size_t)n);
     if (rows < 16) rows = 16;
     if (rows > n) rows = n;
-    float *P = malloc(nd * sizeof *P), *inv = malloc((size_t)n * sizeof *inv), *sc = malloc(nk * sizeof *sc);
-    float *blk = malloc((size_t)rows * (size_t)n * sizeof *blk);
-    int32_t *src = malloc(nk * sizeof *src), *dst = malloc(nk * sizeof *dst);
+    float *P = actc_mem_alloc(ACTC_MEM_SCRATCH, nd * sizeof *P), *inv = actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)n * sizeof *inv), *sc = actc_mem_alloc(ACTC_MEM_SCRATCH, nk * sizeof *sc);
+    float *blk = actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)rows * (size_t)n * sizeof *blk);
+    int32_t *src = actc_mem_alloc(ACTC_MEM_SCRATCH, nk * sizeof *src), *dst = actc_mem_alloc(ACTC_MEM_SCRATCH, nk * sizeof *dst);
     if (!P || !inv || !sc || !blk || !src || !dst) {
         st = actc_set_error(ACTC_ERR_OOM, "knn graph: out of memory for %d images of %d pixels", n, d);
         goto done;
@@ -141,7 +141,7 @@ actc_status actc_graph_knn_images(const actc_image_dataset *const *parts, int n_
             for (int t = 0; t < k; t++) src[(size_t)i * k + t] = i;
         }
     }
-    free(P), free(blk), free(sc);
+    actc_mem_free(P), actc_mem_free(blk), actc_mem_free(sc);
     P = blk = sc = NULL;
     {
         const int part = n / 3 < 1000 ? n / 3 : 1000;
@@ -151,7 +151,7 @@ actc_status actc_graph_knn_images(const actc_image_dataset *const *parts, int n_
     if (st == ACTC_OK)
         snprintf(g->source, sizeof g->source, "knn:k=%d of %d images of %d x %d x %d", k, n, c, h, w);
 done:
-    free(P), free(inv), free(sc), free(blk), free(src), free(dst);
+    actc_mem_free(P), actc_mem_free(inv), actc_mem_free(sc), actc_mem_free(blk), actc_mem_free(src), actc_mem_free(dst);
     if (st != ACTC_OK) {
         actc_graph_free(g);
         return st;
