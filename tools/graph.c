@@ -5,6 +5,7 @@
 #include "cli.h"
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int graph_spec(const char *spec)
@@ -37,10 +38,15 @@ int graph_open(const char *spec, const char *split, actc_graph **g)
     actc_status s;
     if (!strcmp(spec, "graph")) {
         const char *cache = cli_graph_cache();
+        const int cached = access(cache, R_OK) == 0;
         printf("graph: the k-NN graph of Fashion-MNIST (cache %s%s)\n", cache,
-               access(cache, R_OK) == 0 ? "" : ": not built yet, building it now, about 1-2 minutes");
+               cached ? "" : ": not built yet, building it now, about 1-2 minutes");
         fflush(stdout);
+        const double t0 = now_seconds();
         s = actc_graph_fashion_mnist(NULL, cache, g);
+        struct stat st;
+        if (s == ACTC_OK && !cached && stat(cache, &st) == 0)
+            printf("graph: built in %.1f s, wrote %s (%lld bytes)\n", now_seconds() - t0, cache, (long long)st.st_size);
     } else if (!strncmp(spec, "sbm:", 4)) {
         actc_sbm_opts so = actc_sbm_default_opts();
         char *end;
