@@ -6,6 +6,7 @@
 # optimizer state resident) under the budget, graph included.
 #
 # usage: bench/graph_memory.sh [ACTC] [BUDGET] [NODES]   (build/actc 1GiB 70000)
+#        WHAT="nodes depth width" (default) picks the searches
 # - the largest graph (nodes) of gcn, gat and gcnii (their presets) under
 #   none, gact:4 and gact:2;
 # - the deepest and the widest gcn and gcnii on NODES nodes under none,
@@ -22,15 +23,20 @@ NODES=${3:-70000}
 T=${THREADS:-1}
 res() { grep -E "^largest|^error" | tail -1; }
 echo "budget $BUDGET, 784 features, 10 classes, mean degree 10"
-for m in gcn gat gcnii; do
-  for p in none gact:4 gact:2; do
-    echo "$m $p nodes: $("$ACTC" maxbatch --model $m --compress $p --budget $BUDGET --resolution 1024 --threads $T 2>&1 | res)"
-  done
-done
-for m in gcn gcnii; do
-  for s in depth width; do
-    for p in none quant:4 quant:2; do
-      echo "$m $p $s on $NODES nodes: $("$ACTC" maxbatch --model $m --compress $p --budget $BUDGET --search $s --nodes $NODES --threads $T 2>&1 | res)"
+WHAT=${WHAT:-nodes depth width}
+for w in $WHAT; do
+  if [ $w = nodes ]; then
+    for m in gcn gat gcnii; do
+      for p in none gact:4 gact:2; do
+        echo "$m $p nodes: $("$ACTC" maxbatch --model $m --compress $p --budget $BUDGET --resolution 1024 --threads $T 2>&1 | res)"
+      done
+    done
+    continue
+  fi
+  for m in gcn gcnii; do
+    for p in none quant:2 quant:4; do
+      r=1; [ $w = width ] && r=8
+      echo "$m $p $w on $NODES nodes: $("$ACTC" maxbatch --model $m --compress $p --budget $BUDGET --search $w --nodes $NODES --resolution $r --threads $T 2>&1 | res)"
     done
   done
 done
