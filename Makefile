@@ -5,7 +5,8 @@ BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= 2
 DEPS = cmake gcc make pkg-config libopenblas-openmp-dev libcmocka-dev zlib1g-dev libdnnl-dev libjemalloc-dev \
-       dataset-fashion-mnist valgrind bible-kjv clang libclang-rt-14-dev libomp-dev openmpi-bin libopenmpi-dev
+       dataset-fashion-mnist valgrind bible-kjv clang libclang-rt-14-dev libomp-dev openmpi-bin libopenmpi-dev \
+       gnuplot-nox python3
 FUZZ_BUILD ?= build-fuzz
 # Seconds each fuzz target runs in `make test` (the long campaign: tests/fuzz/CMakeLists.txt).
 FUZZ_SECONDS ?= 60
@@ -37,8 +38,12 @@ corpus: $(KJV)
 $(KJV): tools/make_kjv_corpus.sh | deps
 	bash tools/make_kjv_corpus.sh $@
 
+# ResNet-20 on Fashion-MNIST under none and gact:4, the same short recipe:
+# accuracy, context, peaks and speed side by side, and the plots
+# (build/demo/report.md).
 demo: build
-	./$(BUILD)/actc train --model resnet20 --compress none --epochs 1 --batch 64
+	rm -rf $(BUILD)/demo
+	./$(BUILD)/actc bench --suite demo --out $(BUILD)/demo
 
 # The release suite, then the unit tests again under AddressSanitizer and
 # UndefinedBehaviorSanitizer (the long CLI training runs and the MPI tests,

@@ -46,9 +46,9 @@ extern "C" {
  * and the package files follow it).  ABI: before 1.0 a minor release may
  * break it (soname libactc.so.0.MINOR), from 1.0 only a major one; a patch
  * release never does (README, "Installing and linking"). */
-#define ACTC_VERSION "0.7.0"
+#define ACTC_VERSION "0.8.0"
 #define ACTC_VERSION_MAJOR 0
-#define ACTC_VERSION_MINOR 7
+#define ACTC_VERSION_MINOR 8
 #define ACTC_VERSION_PATCH 0
 /* ACTC_VERSION_MAJOR * 10000 + MINOR * 100 + PATCH, for #if comparisons. */
 #define ACTC_VERSION_NUMBER (ACTC_VERSION_MAJOR * 10000 + ACTC_VERSION_MINOR * 100 + ACTC_VERSION_PATCH)
@@ -566,6 +566,9 @@ typedef struct {
     size_t n_dedup;               /* of which answered by an existing entry    */
     size_t forward_bytes;         /* stored_bytes when the last backward began */
     size_t backward_peak;         /* peak of stored_bytes during that backward */
+    double encode_s, decode_s;    /* seconds in the codecs' encode and decode
+                                     since the reset (every pass: forward,
+                                     backward, recomputes, GACT's measuring) */
 } actc_store_stats;
 ACTC_API void actc_store_get_stats(const actc_ctx *ctx, actc_store_stats *out);
 /* One payload in the store (saves of the same tensor and kind share one). */
@@ -1619,6 +1622,11 @@ typedef struct {
     int finished;              /* 1: the epoch ended (position moved to the next
                                   epoch); 0: the callback stopped it            */
     double seconds;            /* training time (evaluation not included)      */
+    double forward_s, backward_s, update_s, measure_s; /* the steps' actc_step_result
+                                  times, summed over the steps this call ran   */
+    double encode_s, decode_s; /* of which in the codecs (actc_store_stats;
+                                  encode in forward, decode in backward, both
+                                  in measure_s too)                            */
 } actc_epoch_result;
 
 /* Train from the current position to the end of the epoch on src (its

@@ -42,7 +42,7 @@ typedef struct {
 } command;
 #define MAX_FLAGS 64
 extern const command cmd_train_def, cmd_eval_def, cmd_generate_def, cmd_maxbatch_def, cmd_inspect_def,
-    cmd_variance_def, cmd_graph_def;
+    cmd_variance_def, cmd_graph_def, cmd_bench_def;
 
 /* ---- graphs (tools/cmd_graph.c) ---- */
 /* The default Fashion-MNIST kNN graph file that `actc graph build` writes

@@ -17,6 +17,8 @@ typedef struct {
     int nodes;          /* graph models, --search depth: nodes of the graph */
     double degree;
     float dropout;      /* graph models: -1 = the preset's (as actc train) */
+    int batch;          /* language models, --search seq: windows per step */
+    int json;           /* the answer as one JSON line as well */
 } mb_opts;
 
 static const char USAGE[] = "actc maxbatch --budget SIZE [--model NAME] [--compress SPEC]";
@@ -52,11 +54,13 @@ static void build_flags(flag_def *f, void *opts)
         {"--width-px", F_INT, &o->in_w, "N", "input width (28)", 0},
         {"--classes", F_INT, &o->classes, "N", "number of classes (10)", 0},
         {"--seed", F_U64, &o->seed, "N", "seed (1)", 0},
-        {"--search", F_STR, &o->search, "WHAT", "graph models: nodes (the largest graph), depth (the most layers) or width (the widest layers) (nodes)", 0},
+        {"--search", F_STR, &o->search, "WHAT", "graph models: nodes (the largest graph), depth (the most layers) or width (the widest layers) (nodes); language models: batch (the most windows) or seq (the longest window at --batch) (batch)", 0},
+        {"--batch", F_INT, &o->batch, "N", "language models, --search seq: windows per step (1)", 0},
         {"--nodes", F_INT, &o->nodes, "N", "graph models, --search depth or width: nodes of the graph (70000)", 0},
         {"--degree", F_FLOAT, &o->degree, "D", "graph models: mean degree of the synthetic graph (10)", 0},
         {"--dropout", F_FLOAT, &o->dropout, "P", "graph models: dropout, whose masks and copies count (actc train's presets: gcn 0.5, gat and gcnii 0.6)", 0},
         {"--threads", F_INT, &o->threads, "N", "threads (default: all cores)", 0},
+        {"--json", F_BOOL, &o->json, NULL, "end with the answer as one JSON line (for scripts and actc bench)", 0},
         {NULL, F_INT, NULL, NULL, NULL, 0}};
     memcpy(f, defs, sizeof defs);
 }
@@ -74,12 +78,19 @@ static void on_trial(int batch, int fits, size_t peak, void *user)
 typedef struct {
     actc_maxbatch_opts mo;
     int nodes, width;
+    int seq_batch; /* language models, --search seq: the batch; the trial's v is the window */
 } shape_search;
 
 static int shape_trial(int v, size_t *peak, void *user)
 {
     shape_search *d = user;
     actc_maxbatch_opts o = d->mo;
+    if (d->seq_batch) {
+        /* The model holds as many positions as the window is long. */
+        o.seq = v;
+        o.model_opts.context = v;
+        return actc_maxbatch_try(&o, d->seq_batch, peak);
+    }
     if (d->width) {
         /* GAT's width is heads x features: keep it a multiple of the heads. */
         const int h = o.model_opts.n_heads > 0 ? o.model_opts.n_heads : 1;
@@ -93,7 +104,7 @@ static int shape_trial(int v, size_t *peak, void *user)
 static int cmd_maxbatch(int argc, char **argv)
 {
     mb_opts o = {"resnet20", "none", NULL, "flash", 0, 0, 1, 1 << 16, 0, 1, 28, 28, 10, 1, 2, 0, 0, 0, 0, 0, 1, 0,
-                 "nodes", 70000, 10, -1};
+                 NULL, 70000, 10, -1, 1, 0};
     flag_def flags[MAX_FLAGS];
     build_flags(flags, &o);
     int help, rc = flags_parse(flags, argc, argv, 2, &help);
@@ -121,14 +132,33 @@ static int cmd_maxbatch(int argc, char **argv)
                         "sizes at least 1\n");
         return 2;
     }
-    const int gr = actc_model_name_takes_graph(o.model), width = gr && !strcmp(o.search, "width");
-    const int depth = gr && !strcmp(o.search, "depth"), shape = depth || width;
-    if (strcmp(o.search, "nodes") && strcmp(o.search, "depth") && strcmp(o.search, "width")) {
-        fprintf(stderr, "error: --search must be nodes, depth or width, not '%s'\n", o.search);
+    const int gr = actc_model_name_takes_graph(o.model), lm = actc_model_name_takes_tokens(o.model);
+    if (!o.search) o.search = gr ? "nodes" : "batch";
+    const int width = gr && !strcmp(o.search, "width"), depth = gr && !strcmp(o.search, "depth");
+    const int seq = lm && !strcmp(o.search, "seq"), shape = depth || width || seq;
+    if (gr && strcmp(o.search, "nodes") && !depth && !width) {
+        fprintf(stderr, "error: --search must be nodes, depth or width for a graph model, not '%s'\n", o.search);
         return 2;
     }
-    if (!gr && (flag_was_set(flags, "--search") || flag_was_set(flags, "--nodes") || flag_was_set(flags, "--degree"))) {
-        fprintf(stderr, "error: --search, --nodes and --degree are for graph models (gcn, gat, gcnii)\n");
+    if (lm && strcmp(o.search, "batch") && !seq) {
+        fprintf(stderr, "error: --search must be batch or seq for a language model, not '%s'\n", o.search);
+        return 2;
+    }
+    if (!gr && !lm && strcmp(o.search, "batch")) {
+        fprintf(stderr, "error: --search %s: model %s has only a batch to search (seq is for language models; nodes, "
+                        "depth and width for graph models)\n", o.search, o.model);
+        return 2;
+    }
+    if (!gr && (flag_was_set(flags, "--nodes") || flag_was_set(flags, "--degree"))) {
+        fprintf(stderr, "error: --nodes and --degree are for graph models (gcn, gat, gcnii)\n");
+        return 2;
+    }
+    if (flag_was_set(flags, "--batch") && !seq) {
+        fprintf(stderr, "error: --batch is the fixed batch of a language model's --search seq\n");
+        return 2;
+    }
+    if (o.batch < 1) {
+        fprintf(stderr, "error: --batch must be at least 1\n");
         return 2;
     }
     if (o.nodes < 2 || !(o.degree > 0) || o.degree > 1e6) {
@@ -139,6 +169,7 @@ static int cmd_maxbatch(int argc, char **argv)
     actc_maxbatch_opts mo = actc_maxbatch_default_opts();
     mo.graph_degree = o.degree;
     if (gr && !flag_was_set(flags, "--limit")) o.limit = shape ? 4096 : 1 << 24;
+    if (seq && !flag_was_set(flags, "--start")) o.start = 16; /* a window of a few tokens says nothing */
     if (gr && !shape && !flag_was_set(flags, "--start")) o.start = 1024; /* graphs: start at a real size */
     if (gr && !strcmp(o.model, "gat") && o.heads == 0) o.heads = 8; /* the preset's, for --search width */
     /* A graph model's trial runs actc train's recipe: its dropout too. */
@@ -192,15 +223,17 @@ static int cmd_maxbatch(int argc, char **argv)
 
     char bud[32], pk[32];
     actc_format_bytes(o.budget, bud, sizeof bud);
-    const char *what = depth ? "layers" : width ? "width" : gr ? "nodes" : "batch";
+    const char *what = depth ? "layers" : width ? "width" : seq ? "seq" : gr ? "nodes" : "batch";
     if (gr)
         printf("maxbatch: model %s, policy %s, budget %s; %s of a planted-partition graph of mean degree %g, %d "
                "features, dropout %g\n", o.model, o.compress, bud, depth ? "the most layers" : width ? "the widest layers" : "the largest number of nodes",
                o.degree, o.in_c * o.in_h * o.in_w, (double)o.dropout);
     else printf("maxbatch: model %s, policy %s, budget %s\n", o.model, o.compress, bud);
-    if (shape) printf("graph: %d nodes%s\n", o.nodes, width && !strcmp(o.model, "gat") ? "; width counts features per head" : "");
+    if (seq) printf("the longest window (tokens, the model's context with it) at batch %d\n", o.batch);
+    else if (shape)
+        printf("graph: %d nodes%s\n", o.nodes, width && !strcmp(o.model, "gat") ? "; width counts features per head" : "");
     fflush(stdout);
-    shape_search ds = {mo, o.nodes, width};
+    shape_search ds = {mo, o.nodes, width, seq ? o.batch : 0};
     if (shape) {
         mo.trial = shape_trial;
         mo.trial_user = &ds;
@@ -210,10 +243,13 @@ static int cmd_maxbatch(int argc, char **argv)
         fprintf(stderr, "error: %s\n", actc_last_error());
         return 1;
     }
-    printf("largest %s: %d (peak %s of %s)%s\n", depth ? "depth" : width ? "width" : gr ? "graph" : "batch", r.batch,
+    printf("largest %s: %d (peak %s of %s)%s\n", depth ? "depth" : width ? "width" : seq ? "window" : gr ? "graph" : "batch", r.batch,
            actc_format_bytes(r.peak, pk, sizeof pk), bud,
            !r.failing ? " - the --limit was reached" : r.failing - r.batch > 1 ? " - bisection stopped at --resolution" : "");
     if (r.failing && r.failing - r.batch > 1) printf("smallest failing %s tried: %d\n", what, r.failing);
+    if (o.json)
+        printf("{\"model\":\"%s\",\"policy\":\"%s\",\"budget\":%zu,\"search\":\"%s\",\"largest\":%d,\"peak\":%zu,"
+               "\"failing\":%d}\n", o.model, o.compress, o.budget, o.search, r.batch, r.peak, r.failing);
     return 0;
 }
 

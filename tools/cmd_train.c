@@ -633,6 +633,14 @@ static int epoch_report(const train_opts *o, run_state *r, int lm, const actc_ep
         printf("epoch %d/%d: train loss %.4f (acc %.2f%%), test acc %.2f%% (loss %.4f), %.1f samples/s, %.1f s\n", epoch,
                o->epochs, er->loss, 100 * er->accuracy, 100 * ev.accuracy, ev.loss, sps, er->seconds);
     actc_trainer_report_file(r->t, ACTC_REPORT_TEXT, stdout);
+    /* Where a step's time went: the trainer times forward, backward and
+     * update, the store its codecs (inside forward and backward). */
+    const double per = er->steps ? 1e3 / er->steps : 0;
+    printf("time per step: forward %.2f ms, backward %.2f ms (codecs: encode %.2f ms, decode %.2f ms), update %.2f ms",
+           per * er->forward_s, per * er->backward_s, per * er->encode_s, per * er->decode_s, per * er->update_s);
+    /* The controller: GACT's sensitivity passes and bookkeeping (next to
+     * nothing under other policies). */
+    printf(", controller %.2f ms\n", per * er->measure_s);
     actc_dist_stats ds;
     actc_dist_get_stats(r->dist.d, &ds);
     char a[32], b[32], c[32];
@@ -665,6 +673,10 @@ static int epoch_report(const train_opts *o, run_state *r, int lm, const actc_ep
                             "\"bytes_sent\":%zu,\"exposed_s\":%.6f,\"comm_s\":%.6f},",
                     ds.ranks, ds.grad_comm, ds.buckets, ds.floats, ds.fp32_floats, ds.bytes_sent,
                     ds.steps ? ds.total_exposed_s / (double)ds.steps : 0, ds.steps ? ds.total_comm_s / (double)ds.steps : 0);
+        fprintf(r->log, "\"time_ms\":{\"steps\":%d,\"forward\":%.4f,\"backward\":%.4f,\"update\":%.4f,"
+                        "\"measure\":%.4f,\"encode\":%.4f,\"decode\":%.4f},",
+                er->steps, per * er->forward_s, per * er->backward_s, per * er->update_s, per * er->measure_s,
+                per * er->encode_s, per * er->decode_s);
         fprintf(r->log, "\"%s_per_s\":%.2f,\"seconds\":%.2f,\"memory\":%s}\n", lm ? "tokens" : "samples", sps,
                 er->seconds, mem);
         fflush(r->log);

@@ -9,7 +9,7 @@
 
 static const command *const commands[] = {&cmd_train_def,   &cmd_eval_def,    &cmd_generate_def,
                                           &cmd_maxbatch_def, &cmd_inspect_def, &cmd_variance_def,
-                                          &cmd_graph_def};
+                                          &cmd_graph_def,   &cmd_bench_def};
 #define N_COMMANDS (sizeof commands / sizeof *commands)
 
 static const char *const EXAMPLES =
@@ -21,10 +21,13 @@ static const char *const EXAMPLES =
     "  actc maxbatch --budget 2GiB --model resnet18 --compress bf16\n"
     "  actc inspect --model resnet20 --compress gact:4\n"
     "  actc variance --model resnet20 --compress bf16 --batch 64 --repeats 4\n"
-    "  actc graph sbm --nodes 100000 --out sbm.graph && actc graph info sbm.graph\n";
+    "  actc graph sbm --nodes 100000 --out sbm.graph && actc graph info sbm.graph\n"
+    "  actc bench --suite quick --out bench-out/quick\n";
 static const char *const ENVIRONMENT =
     "  ACTC_CONV=auto|dnnl|im2col   convolution backend (auto: oneDNN when built in, else im2col)\n"
-    "  ACTC_TEXT=PATH               the default text corpus of --data text\n";
+    "  ACTC_TEXT=PATH               the default text corpus of --data text\n"
+    "  ACTC_GNUPLOT=PATH            the gnuplot that actc bench draws with (gnuplot)\n"
+    "  ACTC_PYTHON=PATH             the python3 of actc bench's PyTorch peer (python3)\n";
 
 static void usage(FILE *f)
 {

@@ -225,7 +225,9 @@ static actc_status save_entry(actc_ctx *ctx, actc_node *node, const actc_tensor 
             return actc_set_error(ACTC_ERR_OOM, "%s (saving %s %s for backward)", why, node->op,
                                   actc_shape_str(t, shp, sizeof shp));
         }
+        const double t0 = actc__now();
         codec->encode(&args, t->data, t->numel, e->blob);
+        ctx->st.encode_s += actc__now() - t0;
     }
     e->tensor_id = t->id;
     e->ref_id = ref->id;
@@ -327,7 +329,11 @@ static actc_tensor *decode_entry(actc_ctx *ctx, actc_store_entry *e, const actc_
         return y;
     }
     actc_tensor *t = actc_tensor_new(ACTC_MEM_SCRATCH, e->ndim, e->shape);
-    if (t) e->codec->decode(&e->args, e->blob, e->numel, t->data);
+    if (t) {
+        const double t0 = actc__now();
+        e->codec->decode(&e->args, e->blob, e->numel, t->data);
+        ctx->st.decode_s += actc__now() - t0;
+    }
     return t;
 }
 
@@ -393,13 +399,16 @@ actc_status actc_load_rows(actc_ctx *ctx, actc_node *node, int k, int row0, int 
                               row0 + nrows, rows, node->op);
     if (nrows == 0) return ACTC_OK;
     const size_t d = e->numel / (size_t)rows;
+    const double t0 = actc__now();
     if (e->codec->decode_rows && e->ndim > 0) {
         e->codec->decode_rows(&e->args, e->blob, e->numel, (size_t)row0, (size_t)nrows, dst);
+        ctx->st.decode_s += actc__now() - t0;
         return ACTC_OK;
     }
     float *all = actc_mem_alloc(ACTC_MEM_SCRATCH, e->numel * sizeof(float));
     if (!all) return actc_last_status();
     e->codec->decode(&e->args, e->blob, e->numel, all);
+    ctx->st.decode_s += actc__now() - t0;
     memcpy(dst, all + (size_t)row0 * d, (size_t)nrows * d * sizeof(float));
     actc_mem_free(all);
     return ACTC_OK;
@@ -493,5 +502,6 @@ void actc_store_reset_peak(actc_ctx *ctx)
     ctx->st.n_saves = 0;
     ctx->st.n_dedup = 0;
     ctx->st.forward_bytes = ctx->st.backward_peak = 0;
+    ctx->st.encode_s = ctx->st.decode_s = 0;
     note_peak(ctx);
 }

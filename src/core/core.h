@@ -18,6 +18,8 @@ actc_tensor *actc__tensor_header(actc_mem_cat cat, int ndim, const int *shape);
 actc_status actc__tensor_give_data(actc_tensor *to, actc_tensor *from);
 /* Product of dims; 0 ndim -> 1 (scalar). */
 size_t actc__numel(int ndim, const int *shape);
+/* Seconds on a monotonic clock. */
+double actc__now(void);
 /* The share [*lo, *hi) of `total` items of the calling thread inside an
  * OpenMP parallel region (contiguous and in order, so a thread walks its
  * items in memory order); [0, total) outside one. */

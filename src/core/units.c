@@ -1,5 +1,5 @@
-/* Byte-size parsing and formatting, and the process peak RSS. */
-#include "actc.h"
+/* Byte-size parsing and formatting, the process peak RSS and the clock. */
+#include "core.h"
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -8,6 +8,14 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/resource.h>
+#include <time.h>
+
+double actc__now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 /* Length of the strict decimal number at the start of s: an optional '-',
  * digits, optionally '.' and digits (digits on at least one side), and an

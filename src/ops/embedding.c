@@ -80,23 +80,11 @@ actc_tensor *actc_embedding(actc_ctx *ctx, const int32_t *ids, int B, int T, act
 
     actc_node *node;
     if (!actc__op_record(ctx, "embedding", emb_backward, y, 1, &weight, &node)) return NULL;
-    if (node) {
-        /* The store takes tensors: the ids go in as floats (exact, see the
-         * V check above) through a temporary. */
-        int is[2] = {B, T};
-        actc_tensor *idt = actc_tensor_new(ACTC_MEM_SCRATCH, 2, is);
-        if (!idt) {
-            actc_tensor_release(y);
-            return NULL;
-        }
-        for (size_t i = 0; i < ntok; i++) idt->data[i] = (float)ids[i];
-        const actc_save_role r = actc__role(ACTC_ROLE_INDEX, 1);
-        const actc_status s = actc_save_as(ctx, node, idt, ACTC_SAVE_INDEX, &r);
-        actc_tensor_release(idt);
-        if (s != ACTC_OK) {
-            actc_tensor_release(y);
-            return NULL;
-        }
+    /* The ids as floats: exact, see the V check above. */
+    const int is[2] = {B, T};
+    if (node && actc__save_indices(ctx, node, ids, 2, is) != ACTC_OK) {
+        actc_tensor_release(y);
+        return NULL;
     }
     return y;
 }

@@ -84,21 +84,10 @@ actc_tensor *actc_gather_rows(actc_ctx *ctx, actc_tensor *x, const int32_t *idx,
 
     actc_node *node;
     if (!actc__op_record(ctx, "gather_rows", gather_backward, y, 1, &x, &node)) return NULL;
-    if (node) {
-        const int is[1] = {m};
-        actc_tensor *it = actc_tensor_new(ACTC_MEM_SCRATCH, 1, is);
-        if (!it) {
-            actc_tensor_release(y);
-            return NULL;
-        }
-        for (int r = 0; r < m; r++) it->data[r] = (float)idx[r];
-        const actc_save_role role = actc__role(ACTC_ROLE_INDEX, 1);
-        const actc_status s = actc_save_as(ctx, node, it, ACTC_SAVE_INDEX, &role);
-        actc_tensor_release(it);
-        if (s != ACTC_OK) {
-            actc_tensor_release(y);
-            return NULL;
-        }
+    const int is[1] = {m};
+    if (node && actc__save_indices(ctx, node, idx, 1, is) != ACTC_OK) {
+        actc_tensor_release(y);
+        return NULL;
     }
     return y;
 }

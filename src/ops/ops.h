@@ -120,6 +120,21 @@ static inline actc_status actc__save_product_inputs(actc_ctx *ctx, actc_node *no
     return s;
 }
 
+/* Integer indices (token ids, gathered rows) for backward: the store takes
+ * tensors, so they go in as floats of the given shape (exact below 2^24;
+ * the callers check their range) through a temporary, as an INDEX save. */
+static inline actc_status actc__save_indices(actc_ctx *ctx, actc_node *node, const int32_t *idx, int ndim,
+                                             const int *shape)
+{
+    actc_tensor *t = actc_tensor_new(ACTC_MEM_SCRATCH, ndim, shape);
+    if (!t) return actc_last_status();
+    for (size_t i = 0; i < t->numel; i++) t->data[i] = (float)idx[i];
+    const actc_save_role role = actc__role(ACTC_ROLE_INDEX, 1);
+    const actc_status s = actc_save_as(ctx, node, t, ACTC_SAVE_INDEX, &role);
+    actc_tensor_release(t);
+    return s;
+}
+
 /* What an element-wise or matrix product y = a * b (mul, matmul) keeps for
  * backward: each input is the other's gradient factor, so a is saved (ACT,
  * as arole declares it) only if b needs a gradient and b only if a does; a

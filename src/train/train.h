@@ -37,6 +37,4 @@ struct actc_trainer {
 
 /* The optimizer a trainer's options ask for, over the model's parameters. */
 actc_optim *actc__trainer_make_optim(const actc_trainer_opts *o, actc_tensor **params, int n);
-/* Seconds on a monotonic clock. */
-double actc__now(void);
 #endif

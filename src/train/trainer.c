@@ -12,17 +12,12 @@
  * as they were: only the gradients are dropped. */
 #include "train.h"
 #include "../autograd/autograd.h"
+#include "../core/core.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-double actc__now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 actc_trainer_opts actc_trainer_default_opts(void)
 {
@@ -453,7 +448,7 @@ actc_status actc_trainer_train_epoch(actc_trainer *t, actc_source *src, actc_pro
     memset(t->grad_bytes, 0, sizeof t->grad_bytes);
     t->grad_fp32 = 0;
     const double t0 = actc__now();
-    double loss_sum = 0;
+    double loss_sum = 0, fwd = 0, bwd = 0, upd = 0, meas = 0;
     long correct = 0, rows = 0, samples = 0;
     int steps = 0, stop = 0;
     actc_status s = ACTC_OK;
@@ -475,6 +470,10 @@ actc_status actc_trainer_train_epoch(actc_trainer *t, actc_source *src, actc_pro
         correct += sr.correct;
         rows += w;
         samples += sr.samples;
+        fwd += sr.forward_s;
+        bwd += sr.backward_s;
+        upd += sr.update_s;
+        meas += sr.measure_s;
         if (fn) {
             actc_progress pr = {.step = t->step, .epoch = t->epoch, .batch = (int)t->batch, .batches = nb,
                                 .last = &sr, .loss = loss_sum / (double)rows,
@@ -502,6 +501,12 @@ actc_status actc_trainer_train_epoch(actc_trainer *t, actc_source *src, actc_pro
         r->steps = steps;
         r->finished = finished;
         r->seconds = secs;
+        r->forward_s = fwd;
+        r->backward_s = bwd;
+        r->update_s = upd;
+        r->measure_s = meas;
+        r->encode_s = t->ss.encode_s;
+        r->decode_s = t->ss.decode_s;
     }
     return ACTC_OK;
 }

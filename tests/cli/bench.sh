@@ -1,0 +1,130 @@
+#!/bin/bash
+# actc bench: the harness's rows agree with the single-run commands they
+# wrap (to the byte for bytes), a removed row is run again on resume, the
+# plots are images, a missing gnuplot leaves the tables, and bad input is
+# refused before the first run.
+source "$(dirname "$0")/lib.bash"
+
+OUT=$TMP/quick
+BUDGET=25165824 # 24 MiB: mlp at batch 4096 with its data does not fit
+run_suite() {
+    $ACTC bench --models mlp --policies none,gact:4,compact --batches 32,64,4096 --budget 24MiB --steps 2 \
+        --threads 1 --out "$OUT" "$@"
+}
+if ! run_suite > "$TMP/suite.txt" 2>&1; then
+    fail "the suite runs"; tail -20 "$TMP/suite.txt"
+else
+    pass "the suite runs"
+fi
+CSV=$OUT/results.csv
+
+# col ROW_PREFIX COLUMN: the field of the first row starting with ROW_PREFIX.
+col() {
+    python3 - "$CSV" "$1" "$2" <<'EOF'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+key = sys.argv[2].split(",")
+for r in rows:
+    if [r["kind"], r["model"], r["policy"], r["batch"]] == key:
+        print(r[sys.argv[3]]); break
+EOF
+}
+# jnum FILE KEY: the number after "KEY": in the last epoch record of FILE.
+jnum() { grep '"event":"epoch"' "$1" | tail -1 | grep -o "\"$2\":[0-9.e+-]*" | head -1 | cut -d: -f2; }
+
+# 9 rows: 2 policies x (3 batches + maxbatch) + compact's n/a.
+rows=$(($(wc -l < "$CSV") - 1))
+[ "$rows" -eq 9 ] && pass "one row per run (9)" || fail "rows: $rows, expected 9"
+[ "$(col train,mlp,compact,0 status)" = n/a ] && pass "compact on mlp: n/a" || fail "compact row: $(col train,mlp,compact,0 status)"
+[ "$(col train,mlp,none,4096 status)" = oom ] && pass "batch 4096 over the budget: oom" || fail "batch 4096: $(col train,mlp,none,4096 status)"
+
+# The same runs by hand: the memory figures must be the same bytes.
+for pol in none gact:4; do
+    extra=""
+    [ $pol = gact:4 ] && extra="--estimate-samples 2"
+    rm -f "$TMP/direct.jsonl"
+    $ACTC train --model mlp --compress $pol --progress off --batch 64 --epochs 2 --limit-train 128 --limit-test 256 \
+        $extra --mem-budget $BUDGET --threads 1 --log "$TMP/direct.jsonl" > "$TMP/direct.txt" 2>&1
+    same=1
+    for pair in context_bytes:context_stored context_fp32_bytes:context_fp32 allocator_peak_bytes:peak_total; do
+        c=${pair%%:*} j=${pair##*:}
+        a=$(col "train,mlp,$pol,64" $c) b=$(jnum "$TMP/direct.jsonl" $j)
+        [ -n "$a" ] && [ "$a" = "$b" ] || { same=0; echo "  $pol $c: harness '$a', actc train '$b'"; }
+    done
+    a=$(col "train,mlp,$pol,64" context_act_bytes)
+    b=$(grep '"event":"epoch"' "$TMP/direct.jsonl" | tail -1 | grep -o '"ACT":{"stored":[0-9]*' | cut -d: -f3)
+    [ "$a" = "$b" ] || { same=0; echo "  $pol ACT: harness '$a', actc train '$b'"; }
+    # the memory table a user reads says the same
+    grep -q "context before backward: stored" "$TMP/direct.txt" || same=0
+    [ $same = 1 ] && pass "$pol: the harness's bytes are actc train's" || fail "$pol: bytes differ from actc train"
+    a=$(col "maxbatch,mlp,$pol,0" largest) p=$(col "maxbatch,mlp,$pol,0" allocator_peak_bytes)
+    d=$($ACTC maxbatch --budget 24MiB --model mlp --compress $pol --resolution 16 --threads 1 --json | tail -1)
+    if grep -q "\"largest\":$a," <<<"$d" && grep -q "\"peak\":$p," <<<"$d"; then pass "$pol: maxbatch $a as actc maxbatch"
+    else fail "$pol: maxbatch harness $a (peak $p), actc maxbatch: $d"; fi
+done
+# Compression shows: gact:4 holds less context than none, and fits a larger batch.
+a=$(col train,mlp,none,64 context_bytes) b=$(col train,mlp,gact:4,64 context_bytes)
+[ "$b" -lt "$((a / 4))" ] && pass "gact:4 context $b < none's $a / 4" || fail "gact:4 context $b, none $a"
+a=$(col maxbatch,mlp,none,0 largest) b=$(col maxbatch,mlp,gact:4,0 largest)
+[ "$b" -gt "$a" ] && pass "gact:4 fits a larger batch ($b > $a)" || fail "maxbatch gact:4 $b, none $a"
+# Each time split adds up to the step.
+s=$(col train,mlp,gact:4,64 step_ms) f=$(col train,mlp,gact:4,64 forward_ms) e=$(col train,mlp,gact:4,64 encode_ms)
+if python3 -c "import sys; s,f,e=map(float,sys.argv[1:]); sys.exit(not (0 < e < f < s))" "$s" "$f" "$e"; then
+    pass "time split: encode $e < forward $f < step $s ms"
+else
+    fail "time split: encode $e forward $f step $s"
+fi
+
+# Plots: PNG and SVG images with axes; the report lists them.
+for p in context_mlp throughput_mlp time_mlp maxbatch_mlp; do
+    f=$OUT/plots/$p.png
+    if [ "$(head -c 8 "$f" 2>/dev/null | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] &&
+       [ "$(stat -c %s "$f")" -gt 5000 ] && grep -q "<svg" "$OUT/plots/$p.svg" && grep -q "plots/$p.png" "$OUT/report.md"; then
+        pass "plot $p"
+    else
+        fail "plot $p: not a PNG/SVG pair of a real plot"
+    fi
+done
+grep -q "OOM" "$OUT/plots/throughput_mlp.dat" && grep -q "samples per second" "$OUT/plots/plots.gp" &&
+    pass "throughput plot: OOM points and labelled axes" || fail "throughput plot lacks OOM points or labels"
+
+# Resume: rows removed (a suite killed before them) are run again, the others kept.
+head -n 7 "$CSV" > "$TMP/cut.csv" && cp "$TMP/cut.csv" "$CSV"
+run_suite > "$TMP/resume.txt" 2>&1
+if grep -q "resuming: 6 of 9 rows" "$TMP/resume.txt" && [ $(($(wc -l < "$CSV") - 1)) -eq 9 ] &&
+   [ "$(grep -c '^\[' "$TMP/resume.txt")" -eq 3 ]; then
+    pass "resume runs only the 3 missing rows"
+else
+    fail "resume"; cat "$TMP/resume.txt"
+fi
+
+# No gnuplot: the suite still succeeds, with tables and a note.
+if ACTC_GNUPLOT=/nonexistent/gnuplot run_suite > "$TMP/nogp.txt" 2>&1 && grep -q "no plots" "$TMP/nogp.txt" &&
+   grep -q "No plots" "$OUT/report.md" && grep -q "| none |" "$OUT/report.md"; then
+    pass "no gnuplot: tables and a note"
+else
+    fail "no gnuplot"; tail -5 "$TMP/nogp.txt"
+fi
+# No python3-torch: a note, no PyTorch rows, no failure (resnet20 has a peer;
+# --budget too small for it stops before the first run anyway, so use the
+# check alone: a bogus interpreter; no budget, so no maxbatch row).
+out=$(ACTC_PYTHON=/nonexistent/python3 $ACTC bench --models resnet20 --policies none --batches 2 --steps 1 --budget 0 \
+      --threads 1 --out "$TMP/torch" 2>&1)
+if [ $? -eq 0 ] && grep -q "no PyTorch peer" <<<"$out" && ! grep -q "^pytorch" "$TMP/torch/results.csv"; then
+    pass "no python3-torch: a note, no peer rows"
+else
+    fail "no python3-torch"; echo "$out" | tail -5
+fi
+
+# Bad input: refused before anything is written.
+expect_fail "unknown model" "unknown model 'nope'" $ACTC bench --models mlp,nope --out "$TMP/bad"
+expect_fail "unknown policy" "bad compression policy 'quant:9'" $ACTC bench --models mlp --policies none,quant:9 --out "$TMP/bad"
+expect_fail "budget too small" "too small: not one policy trains mlp" $ACTC bench --models mlp --budget 1MiB --out "$TMP/bad"
+expect_fail "graph model" "full-batch" $ACTC bench --models gcn --out "$TMP/bad"
+expect_fail "bad batches" "--batches" $ACTC bench --models mlp --batches 8,x --out "$TMP/bad"
+expect_fail "unknown suite" "--suite must be" $ACTC bench --suite huge
+[ -e "$TMP/bad" ] && fail "a refused suite wrote $TMP/bad" || pass "refused suites wrote nothing"
+touch "$TMP/afile"
+expect_fail "unwritable output" "cannot write there" $ACTC bench --models mlp --policies none --out "$TMP/afile/out"
+expect_fail "other settings" "other settings" $ACTC bench --models mlp --policies none --budget 32MiB --out "$OUT"
+finish

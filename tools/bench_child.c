@@ -1,0 +1,212 @@
+/* One configuration of actc bench in a fresh child process: the child is
+ * the `actc` command itself (or a PyTorch peer script), so the figures are
+ * the ones a user's single run prints, and the child's peak RSS is its
+ * own. */
+#define _GNU_SOURCE
+#include "bench.h"
+#include <errno.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+int bench_path(char *buf, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    const int n = vsnprintf(buf, cap, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n < cap) return 0;
+    if (cap) buf[0] = '\0';
+    return 1;
+}
+
+static double wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int bench_spawn(char *const argv[], const char *out_path, double *rss, double *secs)
+{
+    fflush(NULL);
+    const double t0 = wall();
+    pid_t pid = fork();
+    if (pid < 0) return 127;
+    if (pid == 0) {
+        int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0) _exit(127);
+        int in = open("/dev/null", O_RDONLY);
+        if (in >= 0) dup2(in, 0);
+        execvp(argv[0], argv);
+        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    int st = 0;
+    struct rusage ru;
+    memset(&ru, 0, sizeof ru);
+    while (wait4(pid, &st, 0, &ru) < 0)
+        if (errno != EINTR) return 127;
+    if (secs) *secs = wall() - t0;
+    if (rss) *rss = (double)ru.ru_maxrss * 1024.0; /* Linux: KiB */
+    if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
+    return WEXITSTATUS(st);
+}
+
+/* The whole file (NUL-terminated; NULL if unreadable).  Children's logs
+ * and outputs are small: a short run's lines. */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        n += fread(buf + n, 1, cap - n - 1, f);
+        if (n < cap - 1) break;
+        char *b = realloc(buf, cap *= 2);
+        if (!b) {
+            free(buf);
+            buf = NULL;
+        } else {
+            buf = b;
+        }
+    }
+    fclose(f);
+    if (buf) buf[n] = '\0';
+    return buf;
+}
+
+double bench_json_num(const char *json, const char *key, int last)
+{
+    if (!json) return NAN;
+    char k[96];
+    snprintf(k, sizeof k, "\"%s\":", key);
+    const char *hit = NULL;
+    for (const char *p = strstr(json, k); p; p = strstr(p + 1, k)) {
+        hit = p;
+        if (!last) break;
+    }
+    if (!hit) return NAN;
+    char *end;
+    const double v = strtod(hit + strlen(k), &end);
+    return end == hit + strlen(k) ? NAN : v;
+}
+
+/* The last line of text holding needle (NUL-terminated in place), or NULL. */
+static char *last_line_with(char *text, const char *needle)
+{
+    char *hit = NULL;
+    for (char *p = text ? strstr(text, needle) : NULL; p; p = strstr(p + 1, needle)) hit = p;
+    if (!hit) return NULL;
+    while (hit > text && hit[-1] != '\n') hit--;
+    hit[strcspn(hit, "\n")] = '\0';
+    return hit;
+}
+
+/* A run's memory and time from its last epoch record (actc train --log). */
+static void read_epoch(bench_row *r, char *rec)
+{
+    r->per_s = bench_json_num(rec, "samples_per_s", 0);
+    if (isnan(r->per_s)) r->per_s = bench_json_num(rec, "tokens_per_s", 0);
+    r->forward_ms = bench_json_num(rec, "forward", 0);
+    r->backward_ms = bench_json_num(rec, "backward", 0);
+    r->update_ms = bench_json_num(rec, "update", 0);
+    r->controller_ms = bench_json_num(rec, "measure", 0);
+    r->encode_ms = bench_json_num(rec, "encode", 0);
+    r->decode_ms = bench_json_num(rec, "decode", 0);
+    r->step_ms = r->forward_ms + r->backward_ms + r->update_ms + r->controller_ms;
+    r->ctx_B = bench_json_num(rec, "context_stored", 0);
+    r->ctx_fp32_B = bench_json_num(rec, "context_fp32", 0);
+    r->ctx_ratio = bench_json_num(rec, "context_ratio", 0);
+    r->act_B = bench_json_num(rec, "ACT\":{\"stored", 0);
+    r->mask_B = bench_json_num(rec, "MASK\":{\"stored", 0);
+    r->index_B = bench_json_num(rec, "INDEX\":{\"stored", 0);
+    r->exact_B = bench_json_num(rec, "EXACT\":{\"stored", 0);
+    r->alloc_peak_B = bench_json_num(rec, "peak_total", 0);
+    r->train_loss = bench_json_num(rec, "train_loss", 0);
+    r->test_acc = bench_json_num(rec, "test_acc", 0);
+    r->val_bpb = bench_json_num(rec, "val_bpb", 0);
+    const double seq = bench_json_num(rec, "seq", 0);
+    if (!isnan(seq)) r->seq = (int)seq;
+}
+
+/* The child's last non-empty line, for a note. */
+static void last_line(const char *text, char *note, size_t cap)
+{
+    if (!text) {
+        snprintf(note, cap, "no output");
+        return;
+    }
+    const char *end = text + strlen(text);
+    while (end > text && (end[-1] == '\n' || end[-1] == ' ')) end--;
+    const char *start = end;
+    while (start > text && start[-1] != '\n') start--;
+    snprintf(note, cap, "%.*s", (int)(end - start), start);
+}
+
+void bench_run_row(bench_row *r, char *const argv[], const char *log_path, const char *out_path)
+{
+    if (log_path) remove(log_path); /* a resumed row starts again */
+    double rss = NAN, secs = NAN;
+    const int rc = bench_spawn(argv, out_path, &rss, &secs);
+    r->seconds = secs;
+    r->rss_peak_B = rss;
+    char *out = slurp(out_path);
+    if (rc != 0) {
+        /* Over the budget is a result (the OOM point), not a failure. */
+        const int oom = out && (strstr(out, "memory budget exceeded") || strstr(out, "not even"));
+        snprintf(r->status, sizeof r->status, "%s", oom ? "oom" : "failed");
+        if (oom && (r->kind == ROW_MAXBATCH || r->kind == ROW_MAXSEQ)) r->largest = 0;
+        last_line(out, r->note, sizeof r->note);
+        if (rc >= 128) snprintf(r->note, sizeof r->note, "killed by signal %d", rc - 128);
+        free(out);
+        return;
+    }
+    snprintf(r->status, sizeof r->status, "ok");
+    char *json = NULL, *log = NULL;
+    switch (r->kind) {
+    case ROW_TRAIN:
+    case ROW_ACCURACY:
+        log = slurp(log_path);
+        json = last_line_with(log, "\"event\":\"epoch\"");
+        if (json) read_epoch(r, json);
+        break;
+    case ROW_MAXBATCH:
+    case ROW_MAXSEQ:
+        json = last_line_with(out, "\"largest\":");
+        r->largest = bench_json_num(json, "largest", 0);
+        r->alloc_peak_B = bench_json_num(json, "peak", 0);
+        break;
+    case ROW_VARIANCE:
+        json = last_line_with(out, "\"total\":");
+        r->variance_ratio = bench_json_num(json, "ratio", 1);
+        break;
+    case ROW_TORCH:
+        json = last_line_with(out, "\"peer\": \"pytorch\"");
+        r->per_s = bench_json_num(json, "samples_per_s", 0);
+        if (isnan(r->per_s)) r->per_s = bench_json_num(json, "tokens_per_s", 0);
+        r->step_ms = bench_json_num(json, "step_ms", 0);
+        if (isnan(r->step_ms)) {
+            r->forward_ms = 1e3 * bench_json_num(json, "forward_s", 0);
+            r->backward_ms = 1e3 * bench_json_num(json, "backward_s", 0);
+            r->update_ms = 1e3 * bench_json_num(json, "optimizer_s", 0);
+            r->step_ms = r->forward_ms + r->backward_ms + r->update_ms;
+        }
+        break;
+    default: break;
+    }
+    if (!json) {
+        snprintf(r->status, sizeof r->status, "failed");
+        snprintf(r->note, sizeof r->note, "no result record in %s", log ? log_path : out_path);
+    }
+    free(log);
+    free(out);
+}

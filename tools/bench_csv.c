@@ -1,0 +1,270 @@
+/* The rows of actc bench as CSV: one line per run, every figure with its
+ * unit in the column name, appended and fsync'ed as each run ends so that a
+ * killed suite resumes from the rows it finished. */
+#include "bench.h"
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char *const bench_kind_names[ROW_NKINDS] = {"train", "maxbatch", "maxseq", "accuracy", "variance", "pytorch"};
+
+void bench_row_init(bench_row *r, row_kind kind, const char *model, const char *policy, int batch)
+{
+    memset(r, 0, sizeof *r);
+    r->kind = kind;
+    snprintf(r->model, sizeof r->model, "%s", model);
+    snprintf(r->policy, sizeof r->policy, "%s", policy);
+    r->batch = batch;
+    double *nums[] = {&r->per_s, &r->step_ms, &r->forward_ms, &r->backward_ms, &r->update_ms, &r->controller_ms,
+                      &r->encode_ms, &r->decode_ms, &r->ctx_B, &r->ctx_fp32_B, &r->ctx_ratio, &r->act_B, &r->mask_B,
+                      &r->index_B, &r->exact_B, &r->alloc_peak_B, &r->rss_peak_B, &r->train_loss, &r->test_acc,
+                      &r->val_bpb, &r->largest, &r->variance_ratio, &r->seconds};
+    for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) *nums[i] = NAN;
+}
+
+void bench_row_key(const bench_row *r, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s|%s|%s|%d", bench_kind_names[r->kind], r->model, r->policy, r->batch);
+}
+
+/* The columns: name (with unit), type, where in the row. */
+typedef enum { C_KIND, C_STR, C_INT, C_NUM, C_BYTES } col_type;
+typedef struct {
+    const char *name;
+    col_type type;
+    size_t off, cap;
+} column;
+#define S(f) offsetof(bench_row, f), sizeof(((bench_row *)0)->f)
+#define N(f) offsetof(bench_row, f), 0
+static const column COLS[] = {
+    {"kind", C_KIND, N(kind)},
+    {"model", C_STR, S(model)},
+    {"policy", C_STR, S(policy)},
+    {"batch", C_INT, N(batch)},
+    {"seq_tokens", C_INT, N(seq)},
+    {"status", C_STR, S(status)},
+    {"throughput_per_s", C_NUM, N(per_s)},
+    {"step_ms", C_NUM, N(step_ms)},
+    {"forward_ms", C_NUM, N(forward_ms)},
+    {"backward_ms", C_NUM, N(backward_ms)},
+    {"update_ms", C_NUM, N(update_ms)},
+    {"controller_ms", C_NUM, N(controller_ms)},
+    {"encode_ms", C_NUM, N(encode_ms)},
+    {"decode_ms", C_NUM, N(decode_ms)},
+    {"context_bytes", C_BYTES, N(ctx_B)},
+    {"context_fp32_bytes", C_BYTES, N(ctx_fp32_B)},
+    {"context_ratio", C_NUM, N(ctx_ratio)},
+    {"context_act_bytes", C_BYTES, N(act_B)},
+    {"context_mask_bytes", C_BYTES, N(mask_B)},
+    {"context_index_bytes", C_BYTES, N(index_B)},
+    {"context_exact_bytes", C_BYTES, N(exact_B)},
+    {"allocator_peak_bytes", C_BYTES, N(alloc_peak_B)},
+    {"peak_rss_bytes", C_BYTES, N(rss_peak_B)},
+    {"train_loss", C_NUM, N(train_loss)},
+    {"test_acc", C_NUM, N(test_acc)},
+    {"val_bpb", C_NUM, N(val_bpb)},
+    {"largest", C_NUM, N(largest)},
+    {"variance_ratio", C_NUM, N(variance_ratio)},
+    {"seconds", C_NUM, N(seconds)},
+    {"note", C_STR, S(note)},
+};
+#undef S
+#undef N
+#define NCOLS (sizeof COLS / sizeof *COLS)
+
+static void header(FILE *f)
+{
+    for (size_t c = 0; c < NCOLS; c++) fprintf(f, "%s%s", c ? "," : "", COLS[c].name);
+    fputc('\n', f);
+}
+
+/* A string field: quoted when it holds a comma or a quote (notes do). */
+static void put_str(FILE *f, const char *s)
+{
+    if (!strpbrk(s, ",\"\n")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '\n') continue;
+        if (*s == '"') fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static void put_row(FILE *f, const bench_row *r)
+{
+    for (size_t c = 0; c < NCOLS; c++) {
+        const char *p = (const char *)r + COLS[c].off;
+        if (c) fputc(',', f);
+        switch (COLS[c].type) {
+        case C_KIND: fputs(bench_kind_names[r->kind], f); break;
+        case C_STR: put_str(f, p); break;
+        case C_INT: fprintf(f, "%d", *(const int *)p); break;
+        case C_NUM:
+            if (!isnan(*(const double *)p)) fprintf(f, "%.6g", *(const double *)p);
+            break;
+        case C_BYTES:
+            if (!isnan(*(const double *)p)) fprintf(f, "%.0f", *(const double *)p);
+            break;
+        }
+    }
+    fputc('\n', f);
+}
+
+/* Split one CSV line into fields (in place); returns how many. */
+static size_t split(char *line, char **fields, size_t cap)
+{
+    size_t n = 0;
+    char *p = line;
+    while (n < cap) {
+        if (*p == '"') {
+            char *w = ++p;
+            fields[n++] = w;
+            for (;;) {
+                if (!*p) break;
+                if (*p == '"' && p[1] == '"') {
+                    *w++ = '"';
+                    p += 2;
+                } else if (*p == '"') {
+                    p++;
+                    break;
+                } else {
+                    *w++ = *p++;
+                }
+            }
+            *w = '\0';
+        } else {
+            fields[n++] = p;
+            p += strcspn(p, ",");
+        }
+        if (*p != ',') {
+            *p = '\0';
+            break;
+        }
+        *p++ = '\0';
+    }
+    return n;
+}
+
+static int parse_row(char *line, bench_row *r)
+{
+    char *f[NCOLS + 1];
+    if (split(line, f, NCOLS + 1) != NCOLS) return -1;
+    int kind = -1;
+    for (int k = 0; k < ROW_NKINDS; k++)
+        if (!strcmp(f[0], bench_kind_names[k])) kind = k;
+    if (kind < 0) return -1;
+    bench_row_init(r, (row_kind)kind, "", "", 0);
+    for (size_t c = 1; c < NCOLS; c++) {
+        char *p = (char *)r + COLS[c].off;
+        switch (COLS[c].type) {
+        case C_KIND: break;
+        case C_STR: snprintf(p, COLS[c].cap, "%s", f[c]); break;
+        case C_INT: *(int *)p = atoi(f[c]); break;
+        case C_NUM:
+        case C_BYTES: *(double *)p = *f[c] ? strtod(f[c], NULL) : NAN; break;
+        }
+    }
+    return 0;
+}
+
+static int push(bench_table *t, const bench_row *r)
+{
+    if (t->n == t->cap) {
+        int cap = t->cap ? 2 * t->cap : 64;
+        bench_row *n = realloc(t->rows, (size_t)cap * sizeof *n);
+        if (!n) return 1;
+        t->rows = n;
+        t->cap = cap;
+    }
+    t->rows[t->n++] = *r;
+    return 0;
+}
+
+int bench_csv_load(const char *path, bench_table *t)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[4096], want[1024];
+    {
+        /* the header this version writes, to compare */
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *m = open_memstream(&buf, &len);
+        if (!m) {
+            fclose(f);
+            return 1;
+        }
+        header(m);
+        fclose(m);
+        snprintf(want, sizeof want, "%s", buf);
+        free(buf);
+    }
+    int rc = 0, lineno = 1;
+    if (!fgets(line, sizeof line, f) || strcmp(line, want)) {
+        fprintf(stderr, "error: %s: not a CSV of this version of actc bench (its header differs); give another --out "
+                        "or remove the file\n", path);
+        rc = 1;
+    }
+    while (!rc && fgets(line, sizeof line, f)) {
+        lineno++;
+        line[strcspn(line, "\n")] = '\0';
+        if (!*line) continue;
+        bench_row r;
+        if (parse_row(line, &r)) {
+            fprintf(stderr, "error: %s:%d: malformed row (a run killed while writing it?); remove that line to "
+                            "resume\n", path, lineno);
+            rc = 1;
+        } else if (push(t, &r)) {
+            fprintf(stderr, "error: out of memory reading %s\n", path);
+            rc = 1;
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+int bench_csv_append(const char *path, bench_table *t, const bench_row *r)
+{
+    FILE *f = fopen(path, "a");
+    if (!f) {
+        fprintf(stderr, "error: cannot append to %s\n", path);
+        return 1;
+    }
+    fseek(f, 0, SEEK_END);
+    if (ftell(f) == 0) header(f);
+    put_row(f, r);
+    int bad = fflush(f) != 0 || fsync(fileno(f)) != 0;
+    bad |= fclose(f) != 0;
+    if (bad) {
+        fprintf(stderr, "error: writing %s failed (disk full?)\n", path);
+        return 1;
+    }
+    if (push(t, r)) {
+        fprintf(stderr, "error: out of memory\n");
+        return 1;
+    }
+    return 0;
+}
+
+const bench_row *bench_table_find(const bench_table *t, const char *key)
+{
+    char k[256];
+    for (int i = t->n - 1; i >= 0; i--) {
+        bench_row_key(&t->rows[i], k, sizeof k);
+        if (!strcmp(k, key)) return &t->rows[i];
+    }
+    return NULL;
+}
+
+void bench_table_free(bench_table *t)
+{
+    free(t->rows);
+    memset(t, 0, sizeof *t);
+}
