@@ -1577,6 +1577,9 @@ typedef struct {
     double forward_s, backward_s, update_s; /* time of the kept pass's forward
                                   (loss included) and backward, and of
                                   clipping plus the update                      */
+    double codec_forward_s, codec_backward_s; /* of forward_s and backward_s:
+                                  the store's codecs (encode and decode; in
+                                  backward also a recompute's encodes)          */
     double measure_s;          /* time of the controller's sensitivity passes  */
 } actc_step_result;
 
@@ -1624,9 +1627,7 @@ typedef struct {
     double seconds;            /* training time (evaluation not included)      */
     double forward_s, backward_s, update_s, measure_s; /* the steps' actc_step_result
                                   times, summed over the steps this call ran   */
-    double encode_s, decode_s; /* of which in the codecs (actc_store_stats;
-                                  encode in forward, decode in backward, both
-                                  in measure_s too)                            */
+    double codec_forward_s, codec_backward_s; /* likewise                     */
 } actc_epoch_result;
 
 /* Train from the current position to the end of the epoch on src (its

@@ -7,6 +7,7 @@
  * resumes from); bench_report.c writes the markdown report and the plots. */
 #ifndef ACTC_BENCH_H
 #define ACTC_BENCH_H
+#include "actc.h"
 #include <stddef.h>
 
 /* What a row measures. */
@@ -25,24 +26,37 @@ extern const char *const bench_kind_names[ROW_NKINDS];
 /* One row of the CSV.  Figures not measured are NAN (an empty field). */
 typedef struct {
     row_kind kind;
-    char model[32], policy[64];
-    int batch;                 /* samples or windows; 0 where none applies   */
-    int seq;                   /* language models' window, else 0             */
+    char model[32], policy[ACTC_POLICY_MAX];
+    int batch;                 /* samples (a language model's sample is a
+                                  window); 0 where none applies               */
+    int seq;                   /* language models: tokens per window, else 0  */
     char status[12];           /* ok, oom (over the budget), failed, n/a      */
-    double per_s;              /* samples/s, or tokens/s for language models  */
-    double step_ms, forward_ms, backward_ms, update_ms, controller_ms, encode_ms, decode_ms;
+    double samples_per_s, tokens_per_s;
+    /* ms per step; the codecs' (encode and decode) share of forward and of
+     * backward is inside forward_ms and backward_ms */
+    double step_ms, forward_ms, codec_forward_ms, backward_ms, codec_backward_ms, update_ms, controller_ms;
     double ctx_B, ctx_fp32_B, ctx_ratio, act_B, mask_B, index_B, exact_B;
     double alloc_peak_B, rss_peak_B;
     double train_loss, test_acc, val_bpb;
-    double largest;            /* maxbatch: batch; maxseq: tokens             */
+    double largest_batch, longest_window;
     double variance_ratio;     /* compression variance / SGD's sampling variance */
     double seconds;            /* wall time of the child                      */
     char note[200];
 } bench_row;
+/* Samples or tokens per second, whichever the row has. */
+double bench_row_rate(const bench_row *r);
 
 void bench_row_init(bench_row *r, row_kind kind, const char *model, const char *policy, int batch);
 /* "train|resnet20|gact:4|64": the key a resumed suite skips by. */
 void bench_row_key(const bench_row *r, char *buf, size_t cap);
+
+/* The recipes, shared by the runs (cmd_bench.c) and the report that
+ * describes them: NULL-terminated flag lists of actc train, actc variance,
+ * and maxbatch's bisection resolutions. */
+extern const char *const bench_acc_image[], *const bench_acc_lm[], *const bench_variance_args[];
+#define BENCH_RES_IMAGE 16 /* samples */
+#define BENCH_RES_LM 1     /* windows */
+#define BENCH_RES_SEQ 128  /* tokens */
 
 /* ---- bench_csv.c ---- */
 typedef struct {
@@ -53,9 +67,10 @@ typedef struct {
  * (a file from another version of the harness, a malformed line) and
  * returns 1. */
 int bench_csv_load(const char *path, bench_table *t);
-/* Append r to the file (writing the header first into a new one) and to
- * t; the line is flushed and fsync'ed before this returns, so a killed
- * suite keeps it.  0, or prints why and returns 1. */
+/* Add r to t and to the file (a new file gets the header first): appended,
+ * or when t has a row of the same key (a failed run run again) the file is
+ * rewritten without the old row.  Flushed and fsync'ed before this
+ * returns, so a killed suite keeps it.  0, or prints why and returns 1. */
 int bench_csv_append(const char *path, bench_table *t, const bench_row *r);
 const bench_row *bench_table_find(const bench_table *t, const char *key);
 void bench_table_free(bench_table *t);
@@ -69,10 +84,13 @@ int bench_path(char *buf, size_t cap, const char *fmt, ...)
 #endif
     ;
 /* Run argv (argv[0] a path, or a name looked up in PATH) with stdout and
- * stderr in out_path; *rss gets its peak RSS in bytes, *secs its wall
- * time.  Returns its exit status, 127 when it could not start, 128 + N on
- * signal N. */
-int bench_spawn(char *const argv[], const char *out_path, double *rss, double *secs);
+ * stderr in out_path, after a first line "$ COMMAND" when log_command (for
+ * a reader of runs/ to repeat it).  The child dies with this process.
+ * *rss (may be NULL) gets its peak RSS in bytes as the kernel counts it
+ * for the child (which includes this process's at the fork), *secs its
+ * wall time.  Returns its exit status, 127 when it could not start,
+ * 128 + N on signal N. */
+int bench_spawn(char *const argv[], const char *out_path, int log_command, double *rss, double *secs);
 /* Run r's configuration: argv is the whole command (actc train with --log
  * log_path for train and accuracy rows, actc maxbatch --json, actc variance
  * --json, or a PyTorch script), its output kept in out_path.  Fills r's
@@ -91,6 +109,7 @@ typedef struct {
     size_t budget;
     int threads;
     const char *command;       /* the command line that produced the rows     */
+    const char *note;          /* e.g. why there is no PyTorch peer, or NULL  */
 } bench_report_opts;
 /* report.md from the table and, when gnuplot runs, plots/NAME.png and
  * .svg.  Returns the number of plots written, -1 if report.md could not be

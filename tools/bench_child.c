@@ -4,6 +4,7 @@
  * own. */
 #define _GNU_SOURCE
 #include "bench.h"
+#include "cli.h"
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
@@ -11,9 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 int bench_path(char *buf, size_t cap, const char *fmt, ...)
@@ -27,34 +29,47 @@ int bench_path(char *buf, size_t cap, const char *fmt, ...)
     return 1;
 }
 
-static double wall(void)
+int bench_spawn(char *const argv[], const char *out_path, int log_command, double *rss, double *secs)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-int bench_spawn(char *const argv[], const char *out_path, double *rss, double *secs)
-{
+    int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return 127;
+    if (log_command) {
+        FILE *f = fdopen(dup(fd), "w");
+        if (f) {
+            fputs("$", f);
+            for (int i = 0; argv[i]; i++) fprintf(f, " %s", argv[i]);
+            fputs("\n", f);
+            fclose(f);
+        }
+    }
     fflush(NULL);
-    const double t0 = wall();
+    const pid_t parent = getpid();
+    const double t0 = now_seconds();
     pid_t pid = fork();
-    if (pid < 0) return 127;
+    if (pid < 0) {
+        close(fd);
+        return 127;
+    }
     if (pid == 0) {
-        int fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0) _exit(127);
+        /* A suite killed midway must not leave a configuration running
+         * into the next one; only async-signal-safe calls until exec. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(127);
         int in = open("/dev/null", O_RDONLY);
-        if (in >= 0) dup2(in, 0);
+        if (in < 0 || dup2(in, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0) _exit(127);
+        close(in);
         execvp(argv[0], argv);
-        fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
+        static const char msg[] = "cannot run the command (exec failed)\n";
+        if (write(2, msg, sizeof msg - 1) < 0) _exit(127);
         _exit(127);
     }
+    close(fd);
     int st = 0;
     struct rusage ru;
     memset(&ru, 0, sizeof ru);
     while (wait4(pid, &st, 0, &ru) < 0)
         if (errno != EINTR) return 127;
-    if (secs) *secs = wall() - t0;
+    if (secs) *secs = now_seconds() - t0;
     if (rss) *rss = (double)ru.ru_maxrss * 1024.0; /* Linux: KiB */
     if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
     return WEXITSTATUS(st);
@@ -112,16 +127,22 @@ static char *last_line_with(char *text, const char *needle)
 }
 
 /* A run's memory and time from its last epoch record (actc train --log). */
-static void read_epoch(bench_row *r, char *rec)
+static void read_epoch(bench_row *r, const char *rec)
 {
-    r->per_s = bench_json_num(rec, "samples_per_s", 0);
-    if (isnan(r->per_s)) r->per_s = bench_json_num(rec, "tokens_per_s", 0);
+    const double seq = bench_json_num(rec, "seq", 0);
+    const double rate = bench_json_num(rec, "samples_per_s", 0);
+    if (!isnan(seq)) {
+        r->seq = (int)seq;
+        r->tokens_per_s = bench_json_num(rec, "tokens_per_s", 0);
+    } else {
+        r->samples_per_s = rate;
+    }
     r->forward_ms = bench_json_num(rec, "forward", 0);
+    r->codec_forward_ms = bench_json_num(rec, "codec_forward", 0);
     r->backward_ms = bench_json_num(rec, "backward", 0);
+    r->codec_backward_ms = bench_json_num(rec, "codec_backward", 0);
     r->update_ms = bench_json_num(rec, "update", 0);
-    r->controller_ms = bench_json_num(rec, "measure", 0);
-    r->encode_ms = bench_json_num(rec, "encode", 0);
-    r->decode_ms = bench_json_num(rec, "decode", 0);
+    r->controller_ms = bench_json_num(rec, "controller", 0);
     r->step_ms = r->forward_ms + r->backward_ms + r->update_ms + r->controller_ms;
     r->ctx_B = bench_json_num(rec, "context_stored", 0);
     r->ctx_fp32_B = bench_json_num(rec, "context_fp32", 0);
@@ -134,8 +155,6 @@ static void read_epoch(bench_row *r, char *rec)
     r->train_loss = bench_json_num(rec, "train_loss", 0);
     r->test_acc = bench_json_num(rec, "test_acc", 0);
     r->val_bpb = bench_json_num(rec, "val_bpb", 0);
-    const double seq = bench_json_num(rec, "seq", 0);
-    if (!isnan(seq)) r->seq = (int)seq;
 }
 
 /* The child's last non-empty line, for a note. */
@@ -154,17 +173,17 @@ static void last_line(const char *text, char *note, size_t cap)
 
 void bench_run_row(bench_row *r, char *const argv[], const char *log_path, const char *out_path)
 {
-    if (log_path) remove(log_path); /* a resumed row starts again */
+    if (log_path) remove(log_path); /* a row run again starts afresh */
     double rss = NAN, secs = NAN;
-    const int rc = bench_spawn(argv, out_path, &rss, &secs);
+    const int rc = bench_spawn(argv, out_path, 1, &rss, &secs);
     r->seconds = secs;
-    r->rss_peak_B = rss;
     char *out = slurp(out_path);
     if (rc != 0) {
         /* Over the budget is a result (the OOM point), not a failure. */
         const int oom = out && (strstr(out, "memory budget exceeded") || strstr(out, "not even"));
         snprintf(r->status, sizeof r->status, "%s", oom ? "oom" : "failed");
-        if (oom && (r->kind == ROW_MAXBATCH || r->kind == ROW_MAXSEQ)) r->largest = 0;
+        if (oom && r->kind == ROW_MAXBATCH) r->largest_batch = 0;
+        if (oom && r->kind == ROW_MAXSEQ) r->longest_window = 0;
         last_line(out, r->note, sizeof r->note);
         if (rc >= 128) snprintf(r->note, sizeof r->note, "killed by signal %d", rc - 128);
         free(out);
@@ -182,7 +201,7 @@ void bench_run_row(bench_row *r, char *const argv[], const char *log_path, const
     case ROW_MAXBATCH:
     case ROW_MAXSEQ:
         json = last_line_with(out, "\"largest\":");
-        r->largest = bench_json_num(json, "largest", 0);
+        *(r->kind == ROW_MAXBATCH ? &r->largest_batch : &r->longest_window) = bench_json_num(json, "largest", 0);
         r->alloc_peak_B = bench_json_num(json, "peak", 0);
         break;
     case ROW_VARIANCE:
@@ -191,8 +210,8 @@ void bench_run_row(bench_row *r, char *const argv[], const char *log_path, const
         break;
     case ROW_TORCH:
         json = last_line_with(out, "\"peer\": \"pytorch\"");
-        r->per_s = bench_json_num(json, "samples_per_s", 0);
-        if (isnan(r->per_s)) r->per_s = bench_json_num(json, "tokens_per_s", 0);
+        r->samples_per_s = bench_json_num(json, "samples_per_s", 0);
+        r->tokens_per_s = bench_json_num(json, "tokens_per_s", 0);
         r->step_ms = bench_json_num(json, "step_ms", 0);
         if (isnan(r->step_ms)) {
             r->forward_ms = 1e3 * bench_json_num(json, "forward_s", 0);
@@ -200,9 +219,16 @@ void bench_run_row(bench_row *r, char *const argv[], const char *log_path, const
             r->update_ms = 1e3 * bench_json_num(json, "optimizer_s", 0);
             r->step_ms = r->forward_ms + r->backward_ms + r->update_ms;
         }
+        /* its own figure: bytes (pytorch_step.py) or MiB (pytorch_gpt.py) */
+        r->rss_peak_B = bench_json_num(json, "peak_rss", 0);
+        if (isnan(r->rss_peak_B)) r->rss_peak_B = 1048576.0 * bench_json_num(json, "peak_rss_mib", 0);
         break;
     default: break;
     }
+    /* The child's own peak (VmHWM, as its memory table prints it): the
+     * kernel's figure for a child starts from this process's at the fork. */
+    if (r->kind != ROW_TORCH) r->rss_peak_B = bench_json_num(json, "peak_rss", 0);
+    if (isnan(r->rss_peak_B)) r->rss_peak_B = rss;
     if (!json) {
         snprintf(r->status, sizeof r->status, "failed");
         snprintf(r->note, sizeof r->note, "no result record in %s", log ? log_path : out_path);

@@ -18,11 +18,17 @@ void bench_row_init(bench_row *r, row_kind kind, const char *model, const char *
     snprintf(r->model, sizeof r->model, "%s", model);
     snprintf(r->policy, sizeof r->policy, "%s", policy);
     r->batch = batch;
-    double *nums[] = {&r->per_s, &r->step_ms, &r->forward_ms, &r->backward_ms, &r->update_ms, &r->controller_ms,
-                      &r->encode_ms, &r->decode_ms, &r->ctx_B, &r->ctx_fp32_B, &r->ctx_ratio, &r->act_B, &r->mask_B,
-                      &r->index_B, &r->exact_B, &r->alloc_peak_B, &r->rss_peak_B, &r->train_loss, &r->test_acc,
-                      &r->val_bpb, &r->largest, &r->variance_ratio, &r->seconds};
+    double *nums[] = {&r->samples_per_s, &r->tokens_per_s, &r->step_ms, &r->forward_ms, &r->codec_forward_ms,
+                      &r->backward_ms, &r->codec_backward_ms, &r->update_ms, &r->controller_ms, &r->ctx_B,
+                      &r->ctx_fp32_B, &r->ctx_ratio, &r->act_B, &r->mask_B, &r->index_B, &r->exact_B,
+                      &r->alloc_peak_B, &r->rss_peak_B, &r->train_loss, &r->test_acc, &r->val_bpb,
+                      &r->largest_batch, &r->longest_window, &r->variance_ratio, &r->seconds};
     for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) *nums[i] = NAN;
+}
+
+double bench_row_rate(const bench_row *r)
+{
+    return isnan(r->tokens_per_s) ? r->samples_per_s : r->tokens_per_s;
 }
 
 void bench_row_key(const bench_row *r, char *buf, size_t cap)
@@ -43,17 +49,18 @@ static const column COLS[] = {
     {"kind", C_KIND, N(kind)},
     {"model", C_STR, S(model)},
     {"policy", C_STR, S(policy)},
-    {"batch", C_INT, N(batch)},
-    {"seq_tokens", C_INT, N(seq)},
+    {"batch_samples", C_INT, N(batch)},
+    {"window_tokens", C_INT, N(seq)},
     {"status", C_STR, S(status)},
-    {"throughput_per_s", C_NUM, N(per_s)},
+    {"samples_per_s", C_NUM, N(samples_per_s)},
+    {"tokens_per_s", C_NUM, N(tokens_per_s)},
     {"step_ms", C_NUM, N(step_ms)},
     {"forward_ms", C_NUM, N(forward_ms)},
+    {"codec_forward_ms", C_NUM, N(codec_forward_ms)},
     {"backward_ms", C_NUM, N(backward_ms)},
+    {"codec_backward_ms", C_NUM, N(codec_backward_ms)},
     {"update_ms", C_NUM, N(update_ms)},
     {"controller_ms", C_NUM, N(controller_ms)},
-    {"encode_ms", C_NUM, N(encode_ms)},
-    {"decode_ms", C_NUM, N(decode_ms)},
     {"context_bytes", C_BYTES, N(ctx_B)},
     {"context_fp32_bytes", C_BYTES, N(ctx_fp32_B)},
     {"context_ratio", C_NUM, N(ctx_ratio)},
@@ -63,12 +70,13 @@ static const column COLS[] = {
     {"context_exact_bytes", C_BYTES, N(exact_B)},
     {"allocator_peak_bytes", C_BYTES, N(alloc_peak_B)},
     {"peak_rss_bytes", C_BYTES, N(rss_peak_B)},
-    {"train_loss", C_NUM, N(train_loss)},
-    {"test_acc", C_NUM, N(test_acc)},
-    {"val_bpb", C_NUM, N(val_bpb)},
-    {"largest", C_NUM, N(largest)},
+    {"train_loss_nats", C_NUM, N(train_loss)},
+    {"test_acc_fraction", C_NUM, N(test_acc)},
+    {"val_bits_per_byte", C_NUM, N(val_bpb)},
+    {"largest_batch_samples", C_NUM, N(largest_batch)},
+    {"longest_window_tokens", C_NUM, N(longest_window)},
     {"variance_ratio", C_NUM, N(variance_ratio)},
-    {"seconds", C_NUM, N(seconds)},
+    {"wall_seconds", C_NUM, N(seconds)},
     {"note", C_STR, S(note)},
 };
 #undef S
@@ -84,13 +92,13 @@ static void header(FILE *f)
 /* A string field: quoted when it holds a comma or a quote (notes do). */
 static void put_str(FILE *f, const char *s)
 {
-    if (!strpbrk(s, ",\"\n")) {
+    if (!strpbrk(s, ",\"\n\r")) {
         fputs(s, f);
         return;
     }
     fputc('"', f);
     for (; *s; s++) {
-        if (*s == '\n') continue;
+        if (*s == '\n' || *s == '\r') continue;
         if (*s == '"') fputc('"', f);
         fputc(*s, f);
     }
@@ -187,11 +195,25 @@ static int push(bench_table *t, const bench_row *r)
     return 0;
 }
 
+/* Write every row of t to path through path.tmp, fsync'ed and renamed. */
+static int rewrite(const char *path, const bench_table *t)
+{
+    char tmp[4200];
+    if (bench_path(tmp, sizeof tmp, "%s.tmp", path)) return 1;
+    FILE *f = fopen(tmp, "we");
+    if (!f) return 1;
+    header(f);
+    for (int i = 0; i < t->n; i++) put_row(f, &t->rows[i]);
+    int bad = fflush(f) != 0 || fsync(fileno(f)) != 0;
+    bad |= fclose(f) != 0;
+    return bad || rename(tmp, path);
+}
+
 int bench_csv_load(const char *path, bench_table *t)
 {
     FILE *f = fopen(path, "r");
     if (!f) return 0;
-    char line[4096], want[1024];
+    char line[8192], want[1024];
     {
         /* the header this version writes, to compare */
         char *buf = NULL;
@@ -206,7 +228,7 @@ int bench_csv_load(const char *path, bench_table *t)
         snprintf(want, sizeof want, "%s", buf);
         free(buf);
     }
-    int rc = 0, lineno = 1;
+    int rc = 0, lineno = 1, unfinished = 0;
     if (!fgets(line, sizeof line, f) || strcmp(line, want)) {
         fprintf(stderr, "error: %s: not a CSV of this version of actc bench (its header differs); give another --out "
                         "or remove the file\n", path);
@@ -214,9 +236,17 @@ int bench_csv_load(const char *path, bench_table *t)
     }
     while (!rc && fgets(line, sizeof line, f)) {
         lineno++;
+        const int whole = strchr(line, '\n') != NULL;
         line[strcspn(line, "\n")] = '\0';
         if (!*line) continue;
         bench_row r;
+        if (!whole) {
+            /* a suite killed while writing its last row: drop it (the file
+             * is rewritten below) and run that configuration again */
+            printf("note: %s:%d: an unfinished last row, run again\n", path, lineno);
+            unfinished = 1;
+            break;
+        }
         if (parse_row(line, &r)) {
             fprintf(stderr, "error: %s:%d: malformed row (a run killed while writing it?); remove that line to "
                             "resume\n", path, lineno);
@@ -227,12 +257,32 @@ int bench_csv_load(const char *path, bench_table *t)
         }
     }
     fclose(f);
+    if (!rc && unfinished && rewrite(path, t)) {
+        fprintf(stderr, "error: rewriting %s failed\n", path);
+        rc = 1;
+    }
     return rc;
 }
 
 int bench_csv_append(const char *path, bench_table *t, const bench_row *r)
 {
-    FILE *f = fopen(path, "a");
+    char key[512], k[512];
+    bench_row_key(r, key, sizeof key);
+    for (int i = 0; i < t->n; i++) {
+        bench_row_key(&t->rows[i], k, sizeof k);
+        if (strcmp(k, key)) continue;
+        t->rows[i] = *r;
+        if (rewrite(path, t)) {
+            fprintf(stderr, "error: rewriting %s failed (disk full?)\n", path);
+            return 1;
+        }
+        return 0;
+    }
+    if (push(t, r)) {
+        fprintf(stderr, "error: out of memory\n");
+        return 1;
+    }
+    FILE *f = fopen(path, "ae");
     if (!f) {
         fprintf(stderr, "error: cannot append to %s\n", path);
         return 1;
@@ -246,16 +296,12 @@ int bench_csv_append(const char *path, bench_table *t, const bench_row *r)
         fprintf(stderr, "error: writing %s failed (disk full?)\n", path);
         return 1;
     }
-    if (push(t, r)) {
-        fprintf(stderr, "error: out of memory\n");
-        return 1;
-    }
     return 0;
 }
 
 const bench_row *bench_table_find(const bench_table *t, const char *key)
 {
-    char k[256];
+    char k[512];
     for (int i = t->n - 1; i >= 0; i--) {
         bench_row_key(&t->rows[i], k, sizeof k);
         if (!strcmp(k, key)) return &t->rows[i];

@@ -111,9 +111,10 @@ static void md_context(FILE *f, const bench_table *t, const names *models)
         for (int p = 0; p < pol.n; p++) {
             const bench_row *r = row(t, k, models->v[m], pol.v[p], b);
             if (!ok(r)) continue;
-            char a[6][32];
-            fprintf(f, "| %s | %s | %s | %s | %s | %.2fx | %s | %s | %s | %s |\n", r->model, r->policy,
-                    k == ROW_ACCURACY ? "recipe" : (snprintf(a[5], 32, "%d", b), a[5]), bytes(r->ctx_B, a[0]),
+            char a[6][32], batch[32] = "recipe";
+            if (k != ROW_ACCURACY) snprintf(batch, sizeof batch, "%d", b);
+            fprintf(f, "| %s | %s | %s | %s | %s | %.2fx | %s | %s | %s | %s |\n", r->model, r->policy, batch,
+                    bytes(r->ctx_B, a[0]),
                     bytes(r->ctx_fp32_B, a[1]), r->ctx_ratio, bytes(r->act_B, a[2]), bytes(r->mask_B, a[3]),
                     bytes(r->index_B, a[4]), bytes(r->exact_B, a[5]));
         }
@@ -146,7 +147,7 @@ static void md_throughput(FILE *f, const bench_table *t, const names *models, co
             fprintf(f, "| %s |", name);
             for (int b = 0; b < nb; b++) {
                 const bench_row *r = row(t, is_peer ? ROW_TORCH : ROW_TRAIN, models->v[m], name, bs[b]);
-                if (ok(r)) fprintf(f, " %.1f |", r->per_s);
+                if (ok(r)) fprintf(f, " %.1f |", bench_row_rate(r));
                 else fprintf(f, " %s |", !r ? "-" : !strcmp(r->status, "oom") ? "**OOM**" : r->status);
             }
             fputc('\n', f);
@@ -160,22 +161,24 @@ static void md_maxbatch(FILE *f, const bench_table *t, const names *models, cons
     int any = 0;
     for (int i = 0; i < t->n; i++) any |= t->rows[i].kind == ROW_MAXBATCH;
     if (!any) return;
-    fprintf(f, "## The largest batch under %s\n\n`actc maxbatch`, bisection to within 16 samples (language models: "
-               "1 window); for language models also the longest window at batch 1, to within 128 tokens.\n\n"
+    fprintf(f, "## The largest batch under %s\n\n`actc maxbatch`, bisection to within %d samples (language models: %d "
+               "window); for language models in the paper suite also the longest window at batch 1, to within %d "
+               "tokens.  0: not even the smallest fits.\n\n"
                "| model | policy | largest batch | its allocator peak | longest window (tokens) |\n"
                "|---|---|---:|---:|---:|\n",
-            budget);
+            budget, BENCH_RES_IMAGE, BENCH_RES_LM, BENCH_RES_SEQ);
     for (int m = 0; m < models->n; m++) {
         names pol;
         policies_of(t, models->v[m], ROW_MAXBATCH, &pol);
         for (int p = 0; p < pol.n; p++) {
             const bench_row *r = row(t, ROW_MAXBATCH, models->v[m], pol.v[p], 0);
             const bench_row *s = row(t, ROW_MAXSEQ, models->v[m], pol.v[p], 1);
-            char a[32], sq[32] = "-";
-            if (ok(s)) snprintf(sq, sizeof sq, "%.0f", s->largest);
-            else if (s) snprintf(sq, sizeof sq, "%s", s->status);
-            if (ok(r)) fprintf(f, "| %s | %s | %.0f | %s | %s |\n", r->model, r->policy, r->largest, bytes(r->alloc_peak_B, a), sq);
-            else if (r) fprintf(f, "| %s | %s | %s | - | %s |\n", r->model, r->policy, r->status, sq);
+            char a[32], sq[32] = "-", lb[32];
+            if (s && isnan(s->longest_window)) snprintf(sq, sizeof sq, "%s", s->status);
+            else if (s) snprintf(sq, sizeof sq, "%.0f", s->longest_window);
+            if (!isnan(r->largest_batch)) snprintf(lb, sizeof lb, "%.0f", r->largest_batch);
+            else snprintf(lb, sizeof lb, "%s", r->status);
+            fprintf(f, "| %s | %s | %s | %s | %s |\n", r->model, r->policy, lb, bytes(r->alloc_peak_B, a), sq);
         }
     }
     fputc('\n', f);
@@ -184,10 +187,11 @@ static void md_maxbatch(FILE *f, const bench_table *t, const names *models, cons
 static void md_time(FILE *f, const bench_table *t, const names *models)
 {
     fprintf(f, "## Where a step's time goes\n\nMilliseconds per step of the second epoch at the context table's batch: "
-               "forward and backward without the codecs, the codecs' encode (in forward) and decode (in backward), "
-               "the optimizer update, and the controller (GACT's sensitivity passes and bookkeeping).\n\n"
-               "| model | policy | forward | encode | backward | decode | update | controller | step |\n"
-               "|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
+               "forward and backward, each split into the codecs' share (encode and decode, timed by the store; in "
+               "backward also a recomputed segment's encodes) and the rest, the optimizer update, and the controller "
+               "(GACT's sensitivity passes and bookkeeping).\n\n"
+               "| model | policy | forward | codecs in forward | backward | codecs in backward | update | controller "
+               "| step |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
     for (int m = 0; m < models->n; m++) {
         row_kind k;
         const int b = reference_batch(t, models->v[m], &k);
@@ -198,11 +202,19 @@ static void md_time(FILE *f, const bench_table *t, const names *models)
             const bench_row *r = row(t, k, models->v[m], pol.v[p], b);
             if (!ok(r)) continue;
             fprintf(f, "| %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", r->model, r->policy,
-                    r->forward_ms - r->encode_ms, r->encode_ms, r->backward_ms - r->decode_ms, r->decode_ms,
-                    r->update_ms, r->controller_ms, r->step_ms);
+                    r->forward_ms - r->codec_forward_ms, r->codec_forward_ms, r->backward_ms - r->codec_backward_ms,
+                    r->codec_backward_ms, r->update_ms, r->controller_ms, r->step_ms);
         }
     }
     fputc('\n', f);
+}
+
+/* A recipe's flags as `actc CMD FLAGS`. */
+static void recipe(FILE *f, const char *cmd, const char *const *args)
+{
+    fprintf(f, "`actc %s", cmd);
+    for (; *args; args++) fprintf(f, " %s", *args);
+    fputc('`', f);
 }
 
 static void md_accuracy(FILE *f, const bench_table *t, const names *models)
@@ -210,10 +222,12 @@ static void md_accuracy(FILE *f, const bench_table *t, const names *models)
     int any = 0;
     for (int i = 0; i < t->n; i++) any |= t->rows[i].kind == ROW_ACCURACY;
     if (!any) return;
-    fprintf(f, "## Accuracy of a short fixed recipe\n\nImage models: one epoch over the first 30,000 training images at "
-               "batch 64, tested on the first 2,000 test images; language models: 2 epochs of 100 steps of 8 windows, "
-               "validation bits per byte on 16,384 held-out tokens.  One seed: a difference within the spread between "
-               "seeds (bench/RESULTS.md gives it) is not a difference.\n\n"
+    fprintf(f, "## Accuracy of a short fixed recipe\n\nImage models: ");
+    recipe(f, "train", bench_acc_image);
+    fprintf(f, " (test accuracy on the test images used); language models: ");
+    recipe(f, "train", bench_acc_lm);
+    fprintf(f, " (validation bits per byte).  One seed: a difference within the spread between seeds (bench/RESULTS.md "
+               "gives it) is not a difference.\n\n"
                "| model | policy | test accuracy | val bpb | context | smaller | allocator peak | peak RSS | "
                "throughput |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
     for (int m = 0; m < models->n; m++) {
@@ -230,7 +244,7 @@ static void md_accuracy(FILE *f, const bench_table *t, const names *models)
             if (!isnan(r->val_bpb)) snprintf(bpb, sizeof bpb, "%.3f", r->val_bpb);
             fprintf(f, "| %s | %s | %s | %s | %s | %.2fx | %s | %s | %.1f/s |\n", r->model, r->policy, acc, bpb,
                     bytes(r->ctx_B, a[0]), r->ctx_ratio, bytes(r->alloc_peak_B, a[1]), bytes(r->rss_peak_B, a[2]),
-                    r->per_s);
+                    bench_row_rate(r));
         }
     }
     fputc('\n', f);
@@ -242,8 +256,9 @@ static void md_variance(FILE *f, const bench_table *t, const names *models)
     for (int i = 0; i < t->n; i++) any |= t->rows[i].kind == ROW_VARIANCE;
     if (!any) return;
     fprintf(f, "## Gradient variance against bits (ActNN's Figure 5)\n\nThe variance compression adds to the gradient "
-               "over the variance SGD's sampling has anyway (`actc variance --compress quant:B --batch 64 --repeats "
-               "4`, summed over every parameter).\n\n| model | policy | variance / SGD's |\n|---|---|---:|\n");
+               "over the variance SGD's sampling has anyway, summed over every parameter (");
+    recipe(f, "variance --compress quant:B", bench_variance_args);
+    fprintf(f, ").\n\n| model | policy | variance / SGD's |\n|---|---|---:|\n");
     for (int i = 0; i < t->n; i++) {
         const bench_row *r = &t->rows[i];
         if (r->kind != ROW_VARIANCE) continue;
@@ -258,14 +273,14 @@ static void md_variance(FILE *f, const bench_table *t, const names *models)
 /* The head of a plot script: PNG now, the same plot as SVG after it. */
 static void gp_begin(FILE *g, const char *name, const char *title, const char *xlabel, const char *ylabel)
 {
-    fprintf(g, "reset\nset termoption noenhanced\nset terminal pngcairo size 960,540 font ',11'\n"
+    fprintf(g, "reset\nset terminal pngcairo noenhanced size 960,540 font ',11'\n"
                "set output '%s.png'\nset title \"%s\"\nset xlabel \"%s\"\nset ylabel \"%s\"\n"
                "set grid ytics\nset key outside right top\n",
             name, title, xlabel, ylabel);
 }
 static void gp_end(FILE *g, const char *name)
 {
-    fprintf(g, "set terminal svg size 960,540 dynamic\nset output '%s.svg'\nreplot\nunset output\n", name);
+    fprintf(g, "set terminal svg noenhanced size 960,540 dynamic\nset output '%s.svg'\nreplot\nunset output\n", name);
 }
 
 /* A bar per policy of the reference rows, its series stacked (or side by
@@ -283,7 +298,9 @@ static int plot_bars(FILE *g, const char *dir, const char *name, const char *tit
     int rows = 0;
     for (int p = 0; p < pol.n; p++) {
         const bench_row *r = row(t, k, model, pol.v[p], b);
-        if (!ok(r)) continue;
+        /* a search where not even the smallest fits plots as 0 */
+        const int none_fit = r && (k == ROW_MAXBATCH || k == ROW_MAXSEQ) && !strcmp(r->status, "oom");
+        if (!ok(r) && !none_fit) continue;
         double v[8];
         values(r, v);
         fprintf(d, "\"%s\"", r->policy);
@@ -313,10 +330,10 @@ static void context_values(const bench_row *r, double *v)
 }
 static void time_values(const bench_row *r, double *v)
 {
-    v[0] = r->forward_ms - r->encode_ms;
-    v[1] = r->encode_ms;
-    v[2] = r->backward_ms - r->decode_ms;
-    v[3] = r->decode_ms;
+    v[0] = r->forward_ms - r->codec_forward_ms;
+    v[1] = r->codec_forward_ms;
+    v[2] = r->backward_ms - r->codec_backward_ms;
+    v[3] = r->codec_backward_ms;
     v[4] = r->update_ms;
     v[5] = r->controller_ms;
 }
@@ -328,60 +345,62 @@ static void memory_values(const bench_row *r, double *v)
 }
 static void largest_values(const bench_row *r, double *v)
 {
-    v[0] = r->largest;
+    v[0] = r->kind == ROW_MAXSEQ ? r->longest_window : r->largest_batch;
 }
 static void accuracy_values(const bench_row *r, double *v)
 {
     v[0] = isnan(r->val_bpb) ? 100 * r->test_acc : r->val_bpb;
 }
 
-/* Throughput against batch: a line per policy (and the PyTorch peer), the
- * OOM points as crosses on the axis. */
+/* Throughput against batch: a line per policy (and the PyTorch peer), and
+ * in the same colour a cross on the axis at each batch over the budget
+ * (the policies' crosses side by side around it). */
 static int plot_throughput(FILE *g, const char *dir, const bench_table *t, const char *model, const char *budget)
 {
     char name[96], path[PATH_MAX];
     snprintf(name, sizeof name, "throughput_%s", model);
     bench_path(path, sizeof path, "%s/%s.dat", dir, name);
-    FILE *d = fopen(path, "w");
-    if (!d) return 0;
     int bs[32];
     const int nb = batches_of(t, model, ROW_TRAIN, bs, 32);
     names pol, peer;
     policies_of(t, model, ROW_TRAIN, &pol);
     policies_of(t, model, ROW_TORCH, &peer);
-    int blocks = 0, oom = 0;
+    FILE *d = nb ? fopen(path, "w") : NULL;
+    if (!d) return 0;
+    /* two blocks per series: its points, then its OOM batches (a dummy
+     * point off the axis when none, so that every block has one) */
+    int series = 0, any = 0;
     for (int p = 0; p < pol.n + peer.n; p++) {
         const int is_peer = p >= pol.n;
         const char *pn = is_peer ? peer.v[p - pol.n] : pol.v[p];
-        int pts = 0;
+        int pts = 0, ooms = 0;
+        fprintf(d, "%s\"%s\"\n", series ? "\n\n" : "", pn);
         for (int b = 0; b < nb; b++) {
             const bench_row *r = row(t, is_peer ? ROW_TORCH : ROW_TRAIN, model, pn, bs[b]);
-            if (!ok(r)) continue;
-            if (!pts++) fprintf(d, "%s\"%s\"\n", blocks ? "\n\n" : "", pn);
-            fprintf(d, "%d %.6g\n", bs[b], r->per_s);
+            if (ok(r) && (pts += 1)) fprintf(d, "%d %.6g\n", bs[b], bench_row_rate(r));
         }
-        blocks += pts > 0;
-    }
-    fprintf(d, "\n\n\"OOM (over %s)\"\n", budget);
-    for (int i = 0; i < t->n; i++) {
-        const bench_row *r = &t->rows[i];
-        if (r->kind == ROW_TRAIN && !strcmp(r->model, model) && !strcmp(r->status, "oom")) {
-            fprintf(d, "%d 0\n", r->batch);
-            oom++;
+        if (!pts) fprintf(d, "%d NaN\n", bs[0]);
+        fprintf(d, "\n\n\"%s: over %s\"\n", pn, budget);
+        for (int b = 0; b < nb; b++) {
+            const bench_row *r = row(t, ROW_TRAIN, model, pn, bs[b]);
+            if (!is_peer && r && !strcmp(r->status, "oom") && (ooms += 1)) fprintf(d, "%d 0\n", bs[b]);
         }
+        if (!ooms) fprintf(d, "%d NaN\n", bs[0]);
+        any |= pts || ooms;
+        series++;
     }
     fclose(d);
-    if (!blocks) return 0;
+    if (!any) return 0;
     const int lm = actc_model_name_takes_tokens(model);
-    char title[160];
-    snprintf(title, sizeof title, "%s: throughput against batch size (budget %s)", model, budget);
+    char title[200];
+    snprintf(title, sizeof title, "%s: throughput against batch size; x on the axis: over the budget (%s)", model,
+             budget);
     gp_begin(g, name, title, lm ? "batch (windows)" : "batch (samples)", lm ? "tokens per second" : "samples per second");
-    fprintf(g, "set logscale x 2\nset yrange [0:*]\nset offsets graph 0.05, graph 0.05, 0, 0\n"
-               "plot for [i=0:%d] '%s.dat' index i using 1:2 with linespoints lw 2 pt 7 title columnheader(1)",
-            blocks - 1, name);
-    if (oom) fprintf(g, ", '%s.dat' index %d using 1:2 with points pt 2 ps 3 lw 3 lc rgb 'red' title columnheader(1)",
-                     name, blocks);
-    fputc('\n', g);
+    fprintf(g, "set logscale x 2\nset yrange [0:*]\nset offsets graph 0.05, graph 0.05, graph 0.05, 0\n"
+               "plot for [i=0:%d] '%s.dat' index 2*i using 1:2 with linespoints lw 2 pt 7 lc i+1 title columnheader(1), "
+               "for [i=0:%d] '%s.dat' index 2*i+1 using ($1*2**(0.12*(i-%g))):2 with points pt 2 ps 3 lw 3 lc i+1 "
+               "notitle\n",
+            series - 1, name, series - 1, name, (series - 1) / 2.0);
     gp_end(g, name);
     return 1;
 }
@@ -436,21 +455,22 @@ static int plots(const bench_report_opts *o, const bench_table *t, const names *
     char made[64][96];
     int n = 0;
     static const char *const KINDS[] = {"ACT", "MASK", "INDEX", "EXACT"};
-    static const char *const PARTS[] = {"forward", "encode", "backward", "decode", "update", "controller"};
+    static const char *const PARTS[] = {"forward", "codecs in forward", "backward", "codecs in backward", "update",
+                                        "controller"};
     static const char *const ONE[] = {"largest batch"};
-    for (int m = 0; m < models->n && n < 57; m++) {
+    for (int m = 0; m < models->n && n < 56; m++) {
         const char *model = models->v[m];
         row_kind k;
         const int b = reference_batch(t, model, &k);
         char name[96], title[200];
         snprintf(name, sizeof name, "context_%s", model);
-        snprintf(title, sizeof title, "%s: context before backward by kind (%s%d)", model,
-                 k == ROW_TRAIN ? "batch " : "the accuracy recipe, batch ", k == ROW_TRAIN ? b : 64);
+        char at[48] = "the accuracy recipe";
+        if (k == ROW_TRAIN) snprintf(at, sizeof at, "batch %d", b);
+        snprintf(title, sizeof title, "%s: context before backward by kind (%s)", model, at);
         if (plot_bars(g, dir, name, title, "MiB", t, model, k, b, KINDS, 4, context_values, 0)) snprintf(made[n++], 96, "%s", name);
         static const char *const MEM[] = {"context before backward", "allocator peak", "process peak RSS"};
         snprintf(name, sizeof name, "memory_%s", model);
-        snprintf(title, sizeof title, "%s: memory (%s%d)", model, k == ROW_TRAIN ? "batch " : "the accuracy recipe, batch ",
-                 k == ROW_TRAIN ? b : 64);
+        snprintf(title, sizeof title, "%s: memory (%s)", model, at);
         if (plot_bars(g, dir, name, title, "MiB", t, model, k, b, MEM, 3, memory_values, 1)) snprintf(made[n++], 96, "%s", name);
         if (plot_throughput(g, dir, t, model, budget)) snprintf(made[n++], 96, "throughput_%s", model);
         snprintf(name, sizeof name, "time_%s", model);
@@ -459,7 +479,12 @@ static int plots(const bench_report_opts *o, const bench_table *t, const names *
             snprintf(made[n++], 96, "%s", name);
         snprintf(name, sizeof name, "maxbatch_%s", model);
         snprintf(title, sizeof title, "%s: the largest batch under %s", model, budget);
-        if (plot_bars(g, dir, name, title, "batch", t, model, ROW_MAXBATCH, 0, ONE, 1, largest_values, 0))
+        if (plot_bars(g, dir, name, title, "batch (samples)", t, model, ROW_MAXBATCH, 0, ONE, 1, largest_values, 0))
+            snprintf(made[n++], 96, "%s", name);
+        static const char *const SEQ[] = {"longest window"};
+        snprintf(name, sizeof name, "maxseq_%s", model);
+        snprintf(title, sizeof title, "%s: the longest window at batch 1 under %s", model, budget);
+        if (plot_bars(g, dir, name, title, "tokens", t, model, ROW_MAXSEQ, 1, SEQ, 1, largest_values, 0))
             snprintf(made[n++], 96, "%s", name);
         const int lm = actc_model_name_takes_tokens(model);
         const char *acc[] = {lm ? "validation bits per byte" : "test accuracy (%)"};
@@ -475,7 +500,7 @@ static int plots(const bench_report_opts *o, const bench_table *t, const names *
     char cwd[PATH_MAX];
     if (!getcwd(cwd, sizeof cwd) || chdir(dir)) return 0;
     char *const argv[] = {(char *)o->gnuplot, "plots.gp", NULL};
-    const int rc = bench_spawn(argv, "gnuplot.log", NULL, NULL);
+    const int rc = bench_spawn(argv, "gnuplot.log", 0, NULL, NULL);
     if (chdir(cwd)) return 0;
     if (rc != 0) {
         fprintf(md, "No plots: %s did not run (exit %d; %s). The tables above hold every figure; Debian: apt-get "
@@ -499,7 +524,7 @@ int bench_report(const bench_report_opts *o, const bench_table *t)
     char path[PATH_MAX], tmp[PATH_MAX], budget[32] = "no budget";
     bench_path(path, sizeof path, "%s/report.md", o->out_dir);
     bench_path(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
+    FILE *f = fopen(tmp, "we");
     if (!f) {
         fprintf(stderr, "error: cannot write %s\n", tmp);
         return -1;
@@ -515,6 +540,7 @@ int bench_report(const bench_report_opts *o, const bench_table *t)
     int failed = 0;
     for (int i = 0; i < t->n; i++) failed += !strcmp(t->rows[i].status, "failed");
     if (failed) fprintf(f, "**%d run(s) failed**; their rows say why (results.csv, note) and runs/ has their output.\n\n", failed);
+    if (o->note) fprintf(f, "Note: %s.\n\n", o->note);
     md_context(f, t, &models);
     md_throughput(f, t, &models, budget);
     md_maxbatch(f, t, &models, budget);
@@ -562,9 +588,9 @@ void bench_print_side_by_side(const bench_table *t)
         printf("\n%-26s", "process peak RSS");
         for (int i = 0; i < n; i++) printf(" %16s", bytes(r[i]->rss_peak_B, a));
         printf("\n%-26s", r[0]->seq ? "tokens per second" : "samples per second");
-        for (int i = 0; i < n; i++) printf(" %16.1f", r[i]->per_s);
+        for (int i = 0; i < n; i++) printf(" %16.1f", bench_row_rate(r[i]));
         printf("\n%-26s", "  speed against the first");
-        for (int i = 0; i < n; i++) printf(" %15.2fx", r[i]->per_s / r[0]->per_s);
+        for (int i = 0; i < n; i++) printf(" %15.2fx", bench_row_rate(r[i]) / bench_row_rate(r[0]));
         printf("\n\n");
     }
 }

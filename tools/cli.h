@@ -65,6 +65,11 @@ int data_load(const data_opts *o, actc_image_dataset *train, actc_image_dataset 
 #define FMNIST_STD 0.3530f
 /* "error: WHAT: <the library's message>" on stderr; returns 1. */
 int fail(const char *what);
+/* Before any work: 0 if spec is a policy the library knows, else prints
+ * the library's reason under the flag's name and returns 2. */
+int cli_check_policy(const char *spec, const char *flag);
+/* The same for a model built with opts (NULL: the defaults). */
+int cli_check_model(const char *name, const actc_model_opts *opts, const char *flag);
 double now_seconds(void);
 
 /* ---- data parallelism (tools/dist.c) ---- */

@@ -11,6 +11,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -56,7 +58,7 @@ static void build_flags(flag_def *f, void *opts)
         {"--policies", F_STR, &o->policies, "LIST", "comma-separated policies (the suite's)", 0},
         {"--batches", F_STR, &o->batches, "LIST", "comma-separated batch sizes for every model (the suite's per model)", 0},
         {"--budget", F_BYTES, &o->budget, "SIZE", "memory budget of the train runs and maxbatch, 0 = none (quick 128MiB, paper 1GiB)", 0},
-        {"--steps", F_INT, &o->steps, "N", "steps per epoch of the train runs (quick 2, paper 5)", 0},
+        {"--steps", F_INT, &o->steps, "N", "steps per epoch of the train runs (quick 3, paper 5)", 0},
         {"--out", F_STR, &o->out, "DIR", "output directory (bench-out/SUITE)", 0},
         {"--threads", F_INT, &o->threads, "N", "threads of each run (default: all cores)", 0},
         {"--torch", F_BOOL, &o->torch, NULL, "run the PyTorch peer where python3-torch is installed (on; --torch=0: off)", 0},
@@ -74,7 +76,7 @@ typedef struct {
 } suite_def;
 
 static const suite_def SUITES[] = {
-    {"quick", "resnet20,gpt-mini", "none,actnn:L3,gact:4,division,agoq,compact", 128u << 20, 2, 0, 0, 1, 1, 0},
+    {"quick", "resnet20,gpt-mini", "none,actnn:L3,gact:4,division,agoq,compact", 128u << 20, 3, 0, 0, 1, 1, 0},
     {"paper", "resnet20,gpt-mini", "none,bf16,actnn:L3,gact:4,gact:2,division,agoq,compact", 1024u << 20, 5, 1, 1, 1, 1, 1},
     {"demo", "resnet20", "none,gact:4", 0, 0, 1, 0, 0, 0, 0},
 };
@@ -87,11 +89,12 @@ static const char *default_batches(const char *suite, int lm)
     return lm ? "2,4" : "32,128,512";
 }
 
-/* The fixed short recipe of the accuracy rows. */
-static const char *const ACC_IMAGE[] = {"--batch", "64", "--epochs", "1", "--limit-train", "30000", "--limit-test",
-                                        "2000", NULL};
-static const char *const ACC_LM[] = {"--batch", "8", "--epochs", "2", "--epoch-steps", "100", "--eval-tokens", "16384",
-                                     NULL};
+/* The fixed short recipe of the accuracy rows, and the variance rows'. */
+const char *const bench_acc_image[] = {"--batch", "64", "--epochs", "1", "--limit-train", "30000", "--limit-test",
+                                       "2000", NULL};
+const char *const bench_acc_lm[] = {"--batch", "8", "--epochs", "2", "--epoch-steps", "100", "--eval-tokens", "16384",
+                                    NULL};
+const char *const bench_variance_args[] = {"--batch", "64", "--repeats", "4", NULL};
 static const int VARIANCE_BITS[] = {1, 2, 4, 8};
 
 /* ---- a job: one row and the command that measures it --------------------------- */
@@ -150,7 +153,7 @@ static void jobs_free(job_list *l)
  * characters made safe for a file name. */
 static void job_paths(job *j, const char *runs)
 {
-    char key[256], safe[256];
+    char key[512], safe[512];
     bench_row_key(&j->row, key, sizeof key);
     size_t i = 0;
     for (; key[i] && i < sizeof safe - 1; i++)
@@ -166,20 +169,52 @@ typedef struct {
     int n;
 } list;
 
-static int split_list(const char *s, list *l)
+static void list_add(list *l, const char *t)
+{
+    for (int i = 0; i < l->n; i++)
+        if (!strcmp(l->v[i], t)) return; /* a name given twice runs once */
+    char **n = realloc(l->v, (size_t)(l->n + 1) * sizeof *n);
+    if (!n) return;
+    l->v = n;
+    l->v[l->n++] = strdup(t);
+}
+
+static int is_policy(const char *spec)
+{
+    actc_ctx *c = actc_ctx_new();
+    const int ok = c && actc_ctx_set_policy(c, spec) == ACTC_OK;
+    actc_ctx_free(c);
+    return ok;
+}
+
+/* Whether piece t of a --policies list continues the spec before it: specs
+ * hold commas of their own (quant:4,group=64; agoq:block=64,fmt=nf4;
+ * compact:r=0.25,gap=100+gact:4), after their ':'.  An option is key=value
+ * or a word; a piece naming a policy ("none", "quant:9") starts one. */
+static int continues(const char *spec, const char *t)
+{
+    if (!strchr(spec, ':') || is_policy(t)) return 0;
+    const char *colon = strchr(t, ':'), *eq = strchr(t, '=');
+    return !colon || (eq && eq < colon);
+}
+
+/* A comma-separated list (of policies: see continues()). */
+static void split_list(const char *s, list *l, int policies)
 {
     l->v = NULL;
     l->n = 0;
-    char *copy = strdup(s), *save = NULL;
-    if (!copy) return 1;
+    char *copy = strdup(s), *save = NULL, spec[ACTC_POLICY_MAX] = "";
+    if (!copy) return;
     for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        char **n = realloc(l->v, (size_t)(l->n + 1) * sizeof *n);
-        if (!n) break;
-        l->v = n;
-        l->v[l->n++] = strdup(t);
+        if (policies && *spec && continues(spec, t)) {
+            snprintf(spec + strlen(spec), sizeof spec - strlen(spec), ",%s", t);
+            continue;
+        }
+        if (*spec) list_add(l, spec);
+        snprintf(spec, sizeof spec, "%s", t);
     }
+    if (*spec) list_add(l, spec);
     free(copy);
-    return 0;
 }
 
 static void list_free(list *l)
@@ -195,23 +230,7 @@ static int check_model(const char *name)
                         "models are measured by bench/graph_*.sh instead\n", name);
         return 1;
     }
-    actc_model *m = NULL;
-    actc_model_opts mo = actc_model_default_opts();
-    if (actc_model_create(name, &mo, &m) != ACTC_OK) {
-        fprintf(stderr, "error: --models: %s\n", actc_last_error());
-        return 1;
-    }
-    actc_model_free(m);
-    return 0;
-}
-
-static int check_policy(const char *spec)
-{
-    actc_ctx *c = actc_ctx_new();
-    const int bad = !c || actc_ctx_set_policy(c, spec) != ACTC_OK;
-    if (bad) fprintf(stderr, "error: --policies: %s\n", c ? actc_last_error() : "out of memory");
-    actc_ctx_free(c);
-    return bad;
+    return cli_check_model(name, NULL, "--models");
 }
 
 /* CompAct projects the linear layers of transformer blocks: on other models
@@ -221,32 +240,43 @@ static int applies(const char *model, const char *policy)
     return strncmp(policy, "compact", 7) || actc_model_name_takes_tokens(model);
 }
 
+/* What the matrix is built from. */
+typedef struct {
+    const bench_opts *o;
+    const suite_def *s;
+    char self[PATH_MAX];
+    const char *python; /* NULL: no PyTorch peer */
+    char budget[32];
+} ctx;
+
 /* The budget must let at least one policy train each model at its smallest
- * batch: a step in this process (actc maxbatch's trial) says so before
- * any child runs. */
-static int check_budget(size_t budget, const char *model, const list *pol, int batch)
+ * batch.  Asked before any run, of actc maxbatch in a child (a step in
+ * this process would leave it, and so every child forked from it, large). */
+static int check_budget(const ctx *c, const char *model, const list *pol, int batch)
 {
-    size_t need = SIZE_MAX;
+    int tried = 0;
     for (int p = 0; p < pol->n; p++) {
         if (!applies(model, pol->v[p])) continue;
-        actc_maxbatch_opts mo = actc_maxbatch_default_opts();
-        mo.budget = budget;
-        mo.model = model;
-        mo.trainer.policy = pol->v[p];
-        mo.trainer.optim = actc_model_name_takes_tokens(model) ? "adamw" : "sgd";
-        mo.trainer.controller.estimate_samples = 2;
-        size_t peak = 0;
-        const int fits = actc_maxbatch_try(&mo, batch, &peak);
-        if (fits == 1) return 0;
-        if (fits < 0) {
-            fprintf(stderr, "error: %s under %s: %s\n", model, pol->v[p], actc_last_error());
+        tried++;
+        char b[16], budget[32];
+        snprintf(b, sizeof b, "%d", batch);
+        snprintf(budget, sizeof budget, "%zu", c->o->budget);
+        char *const argv[] = {(char *)c->self, "maxbatch", "--model", (char *)model, "--compress", pol->v[p],
+                              "--budget", budget, "--start", b, "--limit", b, "--threads", "1", NULL};
+        const int rc = bench_spawn(argv, "/dev/null", 0, NULL, NULL);
+        if (rc == 0) return 0;
+        if (rc != 1) {
+            fprintf(stderr, "error: actc maxbatch --model %s --compress %s failed (exit %d) checking --budget\n",
+                    model, pol->v[p], rc);
             return 1;
         }
-        if (peak < need) need = peak;
     }
     char a[32];
-    fprintf(stderr, "error: --budget %s is too small: not one policy trains %s at batch %d within it\n",
-            actc_format_bytes(budget, a, sizeof a), model, batch);
+    if (!tried)
+        fprintf(stderr, "error: --policies: none of them applies to %s (CompAct needs transformer blocks)\n", model);
+    else
+        fprintf(stderr, "error: --budget %s is too small: not one policy trains %s at batch %d within it\n",
+                actc_format_bytes(c->o->budget, a, sizeof a), model, batch);
     return 1;
 }
 
@@ -304,23 +334,32 @@ static int check_settings(const char *out, const char *settings)
     return 0;
 }
 
+/* One suite at a time in OUT: two would run the same rows and share the
+ * cores.  The lock (on OUT/suite.txt) goes with the process. */
+static int lock_out(const char *out)
+{
+    char path[PATH_MAX];
+    bench_path(path, sizeof path, "%s/suite.txt", out);
+    const int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB)) {
+        fprintf(stderr, "error: --out %s: another actc bench is running there\n", out);
+        if (fd >= 0) close(fd);
+        return 1;
+    }
+    return 0; /* fd stays open: the lock lasts until exit */
+}
+
 /* The PyTorch peer of a model, or NULL. */
 static const char *peer_script(const char *model)
 {
+    /* the models the scripts build (pytorch_step.py's make(), pytorch_gpt.py's PRESETS) */
     if (!strcmp(model, "resnet20") || !strcmp(model, "resnet18")) return "pytorch_step.py";
-    if (!strcmp(model, "gpt-mini") || !strcmp(model, "llama-mini") || !strcmp(model, "gpt") || !strcmp(model, "llama"))
+    if (!strcmp(model, "gpt-mini") || !strcmp(model, "llama-mini") || !strcmp(model, "gpt2-124m"))
         return "pytorch_gpt.py";
     return NULL;
 }
 
 /* ---- the matrix ------------------------------------------------------------------- */
-typedef struct {
-    const bench_opts *o;
-    const suite_def *s;
-    char self[PATH_MAX];
-    const char *python; /* NULL: no PyTorch peer */
-    char budget[32];
-} ctx;
 
 static void common(const ctx *c, job *j, const char *cmd)
 {
@@ -345,7 +384,7 @@ static int add_train(const ctx *c, job_list *l, const char *model, const char *p
     arg(j, "--progress");
     arg(j, "off");
     if (accuracy) {
-        args(j, lm ? ACC_LM : ACC_IMAGE);
+        args(j, lm ? bench_acc_lm : bench_acc_image);
     } else {
         arg(j, "--batch");
         argi(j, batch);
@@ -393,7 +432,7 @@ static int add_maxbatch(const ctx *c, job_list *l, const char *model, const char
     arg(j, "--json");
     /* Bisect to a few percent: each trial of a large batch is a whole step. */
     arg(j, "--resolution");
-    argi(j, seq ? 128 : actc_model_name_takes_tokens(model) ? 1 : 16);
+    argi(j, seq ? BENCH_RES_SEQ : actc_model_name_takes_tokens(model) ? BENCH_RES_LM : BENCH_RES_IMAGE);
     if (seq) {
         arg(j, "--search");
         arg(j, "seq");
@@ -407,11 +446,12 @@ static int add_variance(const ctx *c, job_list *l, const char *model, int bits)
 {
     char pol[16];
     snprintf(pol, sizeof pol, "quant:%d", bits);
-    job *j = job_new(l, ROW_VARIANCE, model, pol, 64);
+    job *j = job_new(l, ROW_VARIANCE, model, pol, atoi(bench_variance_args[1]));
     if (!j) return 1;
     common(c, j, "variance");
-    const char *const a[] = {"--compress", pol, "--batch", "64", "--repeats", "4", "--json", NULL};
+    const char *const a[] = {"--compress", pol, "--json", NULL};
     args(j, a);
+    args(j, bench_variance_args);
     return 0;
 }
 
@@ -444,7 +484,7 @@ static int add_torch(const ctx *c, job_list *l, const char *model, int batch)
 static int parse_batches(const char *s, int *out, int cap)
 {
     list l;
-    split_list(s, &l);
+    split_list(s, &l, 0);
     int n = 0, bad = l.n == 0;
     for (int i = 0; i < l.n && !bad; i++) {
         char *end;
@@ -463,7 +503,7 @@ static int parse_batches(const char *s, int *out, int cap)
 /* ---- running ---------------------------------------------------------------------- */
 static void describe(const bench_row *r, char *buf, size_t cap)
 {
-    char a[32];
+    char a[32], b[32];
     if (strcmp(r->status, "ok")) {
         snprintf(buf, cap, "%s%s%s", r->status, *r->note ? ": " : "", r->note);
         return;
@@ -471,17 +511,24 @@ static void describe(const bench_row *r, char *buf, size_t cap)
     switch (r->kind) {
     case ROW_TRAIN:
     case ROW_ACCURACY:
-        snprintf(buf, cap, "%.1f %s/s, context %s (%.2fx smaller), allocator peak %s", r->per_s,
+        if (isnan(r->ctx_B) || isnan(r->alloc_peak_B)) {
+            snprintf(buf, cap, "%.1f %s/s", bench_row_rate(r), r->seq ? "tokens" : "samples");
+            break;
+        }
+        snprintf(buf, cap, "%.1f %s/s, context %s (%.2fx smaller), allocator peak %s", bench_row_rate(r),
                  r->seq ? "tokens" : "samples", actc_format_bytes((size_t)r->ctx_B, a, sizeof a), r->ctx_ratio,
-                 actc_format_bytes((size_t)r->alloc_peak_B, a + 16, 16));
+                 actc_format_bytes((size_t)r->alloc_peak_B, b, sizeof b));
         if (r->kind == ROW_ACCURACY)
             snprintf(buf + strlen(buf), cap - strlen(buf), isnan(r->val_bpb) ? ", test acc %.2f%%" : ", val %.3f bpb",
                      isnan(r->val_bpb) ? 100 * r->test_acc : r->val_bpb);
         break;
-    case ROW_MAXBATCH: snprintf(buf, cap, "largest batch %.0f", r->largest); break;
-    case ROW_MAXSEQ: snprintf(buf, cap, "longest window %.0f tokens", r->largest); break;
+    case ROW_MAXBATCH: snprintf(buf, cap, "largest batch %.0f", r->largest_batch); break;
+    case ROW_MAXSEQ: snprintf(buf, cap, "longest window %.0f tokens", r->longest_window); break;
     case ROW_VARIANCE: snprintf(buf, cap, "variance %.4g x SGD's", r->variance_ratio); break;
-    case ROW_TORCH: snprintf(buf, cap, "%.1f per s, peak RSS %.0f MiB", r->per_s, r->rss_peak_B / 1048576); break;
+    case ROW_TORCH:
+        snprintf(buf, cap, "%.1f %s/s, peak RSS %.0f MiB", bench_row_rate(r), isnan(r->tokens_per_s) ? "samples" : "tokens",
+                 r->rss_peak_B / 1048576);
+        break;
     default: buf[0] = '\0';
     }
 }
@@ -495,7 +542,7 @@ static void clock_str(double s, char *buf, size_t cap)
 static int run_jobs(job_list *l, bench_table *t, const char *csv, const char *runs)
 {
     int todo = 0, failed = 0;
-    char key[256];
+    char key[512];
     for (int i = 0; i < l->n; i++) {
         bench_row_key(&l->v[i].row, key, sizeof key);
         const bench_row *had = bench_table_find(t, key);
@@ -567,8 +614,8 @@ static int cmd_bench(int argc, char **argv)
     snprintf(out_default, sizeof out_default, "bench-out/%s", s->name);
     if (!o.out) o.out = out_default;
     list models, pols;
-    split_list(o.models ? o.models : s->models, &models);
-    split_list(o.policies ? o.policies : s->policies, &pols);
+    split_list(o.models ? o.models : s->models, &models, 0);
+    split_list(o.policies ? o.policies : s->policies, &pols, 1);
     rc = 2;
     job_list jobs = {0};
     bench_table table = {0};
@@ -581,17 +628,17 @@ static int cmd_bench(int argc, char **argv)
     for (int m = 0; m < models.n; m++)
         if (check_model(models.v[m])) goto out;
     for (int p = 0; p < pols.n; p++)
-        if (check_policy(pols.v[p])) goto out;
+        if (cli_check_policy(pols.v[p], "--policies")) goto out;
     if (o.threads) actc_set_threads(o.threads);
     ctx c = {&o, s, "", NULL, ""};
-    actc_format_bytes(o.budget, c.budget, sizeof c.budget);
-    if (o.budget) snprintf(c.budget, sizeof c.budget, "%zu", o.budget); /* exact, for the children */
+    snprintf(c.budget, sizeof c.budget, "%zu", o.budget); /* exact, for the children */
     ssize_t n = readlink("/proc/self/exe", c.self, sizeof c.self - 1);
     if (n <= 0) {
         fprintf(stderr, "error: cannot find this program (/proc/self/exe) to run its configurations\n");
         goto out;
     }
     c.self[n] = '\0';
+    char torch_note[PATH_MAX + 128] = "";
     /* The matrix, in the order it runs: per model, each policy's rows. */
     for (int m = 0; m < models.n; m++) {
         const char *model = models.v[m];
@@ -602,7 +649,7 @@ static int cmd_bench(int argc, char **argv)
         int smallest = bs[0];
         for (int i = 1; i < nb; i++)
             if (bs[i] < smallest) smallest = bs[i];
-        if (o.budget && check_budget(o.budget, model, &pols, smallest)) goto out;
+        if (o.budget && check_budget(&c, model, &pols, smallest)) goto out;
         for (int p = 0; p < pols.n; p++) {
             const char *pol = pols.v[p];
             if (!applies(model, pol)) {
@@ -630,21 +677,20 @@ static int cmd_bench(int argc, char **argv)
                 const char *py = getenv("ACTC_PYTHON")             ? getenv("ACTC_PYTHON")
                                  : access("/usr/bin/python3", X_OK) ? "python3"
                                                                     : "/usr/bin/python3";
-                char probe_out[PATH_MAX], script[PATH_MAX];
-                bench_path(probe_out, sizeof probe_out, "/tmp/actc-bench-torch-%d.txt", (int)getpid());
+                char script[PATH_MAX];
                 bench_path(script, sizeof script, "%s/%s", o.scripts, peer_script(model));
                 char *const pa[] = {(char *)py, "-c", "import torch", NULL};
                 if (access(script, R_OK)) {
-                    printf("note: no PyTorch peer: %s is not there (--scripts DIR)\n", script);
+                    snprintf(torch_note, sizeof torch_note, "no PyTorch peer: %s is not there (--scripts DIR)", script);
                     o.torch = 0;
-                } else if (bench_spawn(pa, probe_out, NULL, NULL) != 0) {
-                    printf("note: no PyTorch peer: %s cannot import torch (Debian: apt-get install python3-torch)\n",
-                           py);
+                } else if (bench_spawn(pa, "/dev/null", 0, NULL, NULL) != 0) {
+                    snprintf(torch_note, sizeof torch_note,
+                             "no PyTorch peer: %s cannot import torch (Debian: apt-get install python3-torch)", py);
                     o.torch = 0;
                 } else {
                     c.python = py;
                 }
-                remove(probe_out);
+                if (*torch_note) printf("note: %s\n", torch_note);
             }
             for (int b = 0; c.python && b < nb; b++)
                 if (add_torch(&c, &jobs, model, bs[b])) goto out;
@@ -654,7 +700,7 @@ static int cmd_bench(int argc, char **argv)
     if (check_out(o.out, runs, sizeof runs)) goto out;
     snprintf(settings, sizeof settings, "actc=%s suite=%s budget=%zu steps=%d threads=%d", actc_version(), s->name,
              o.budget, o.steps, o.threads);
-    if (check_settings(o.out, settings)) goto out;
+    if (check_settings(o.out, settings) || lock_out(o.out)) goto out;
     bench_path(csv, sizeof csv, "%s/results.csv", o.out);
     if (bench_csv_load(csv, &table)) goto out;
 
@@ -672,7 +718,8 @@ static int cmd_bench(int argc, char **argv)
     for (int i = 1; i < argc; i++)
         snprintf(cmdline + strlen(cmdline), sizeof cmdline - strlen(cmdline), " %s", argv[i]);
     const char *gp = getenv("ACTC_GNUPLOT") ? getenv("ACTC_GNUPLOT") : "gnuplot";
-    bench_report_opts ro = {o.out, s->name, gp, o.budget, o.threads ? o.threads : actc_get_threads(), cmdline};
+    bench_report_opts ro = {o.out, s->name, gp, o.budget, o.threads ? o.threads : actc_get_threads(), cmdline,
+                            *torch_note ? torch_note : NULL};
     if (!strcmp(s->name, "demo")) bench_print_side_by_side(&table);
     const int plots = bench_report(&ro, &table);
     if (plots < 0) {

@@ -203,19 +203,7 @@ static int cmd_maxbatch(int argc, char **argv)
     mo.trainer.grad_bits = o.grad_bits;
     mo.trainer.controller.estimate_samples = o.estimate;
     /* Fail early with the real reason if the model or policy is unknown. */
-    actc_model *probe = NULL;
-    if (actc_model_create(o.model, &mo.model_opts, &probe) != ACTC_OK) {
-        fail("--model");
-        return 2;
-    }
-    actc_model_free(probe);
-    actc_ctx *pc = actc_ctx_new();
-    if (!pc || actc_ctx_set_policy(pc, o.compress) != ACTC_OK) {
-        fail("--compress");
-        actc_ctx_free(pc);
-        return 2;
-    }
-    actc_ctx_free(pc);
+    if (cli_check_model(o.model, &mo.model_opts, "--model") || cli_check_policy(o.compress, "--compress")) return 2;
     if (strcmp(mo.trainer.optim, "sgd") && strcmp(mo.trainer.optim, "adamw")) {
         fprintf(stderr, "error: unknown --optim '%s' (sgd or adamw)\n", mo.trainer.optim);
         return 2;
@@ -249,7 +237,8 @@ static int cmd_maxbatch(int argc, char **argv)
     if (r.failing && r.failing - r.batch > 1) printf("smallest failing %s tried: %d\n", what, r.failing);
     if (o.json)
         printf("{\"model\":\"%s\",\"policy\":\"%s\",\"budget\":%zu,\"search\":\"%s\",\"largest\":%d,\"peak\":%zu,"
-               "\"failing\":%d}\n", o.model, o.compress, o.budget, o.search, r.batch, r.peak, r.failing);
+               "\"failing\":%d,\"peak_rss\":%zu}\n", o.model, o.compress, o.budget, o.search, r.batch, r.peak, r.failing,
+               actc_process_peak_rss());
     return 0;
 }
 

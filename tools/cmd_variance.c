@@ -255,7 +255,7 @@ static void print_json(const var_run *r, const var_opts *o, double comp_total, d
     printf("],\"total\":{\"numel\":%zu,\"compression\":%.9g,\"sampling\":%.9g,\"ratio\":", w->total, comp_total,
            samp_total);
     json_number(stdout, ratio(comp_total, samp_total));
-    printf("}}\n");
+    printf("},\"peak_rss\":%zu}\n", actc_process_peak_rss());
 }
 
 static void print_row(int name_w, const char *name, const char *shape, double comp, double samp)
@@ -313,21 +313,8 @@ static int check_opts(const var_opts *o)
         fprintf(stderr, "error: need --batch >= 1, --width >= 1, and --warmup, --threads, --limit-train >= 0\n");
         return 2;
     }
-    actc_model *probe = NULL;
-    actc_model_opts po = actc_model_default_opts();
-    if (actc_model_create(o->model, &po, &probe) != ACTC_OK) {
-        fail("--model");
-        return 2;
-    }
-    actc_model_free(probe);
-    actc_ctx *pc = actc_ctx_new();
-    actc_status ps = pc ? actc_ctx_set_policy(pc, o->compress) : actc_last_status();
-    actc_ctx_free(pc);
-    if (ps != ACTC_OK) {
-        fail("--compress");
-        return 2;
-    }
-    return 0;
+    if (cli_check_model(o->model, NULL, "--model")) return 2;
+    return cli_check_policy(o->compress, "--compress");
 }
 
 /* With --checkpoint: its model unless --model names another (an error). */

@@ -71,6 +71,23 @@ int fail(const char *what)
     return 1;
 }
 
+int cli_check_policy(const char *spec, const char *flag)
+{
+    actc_ctx *probe = actc_ctx_new();
+    const actc_status s = probe ? actc_ctx_set_policy(probe, spec) : actc_last_status();
+    actc_ctx_free(probe);
+    return s == ACTC_OK ? 0 : (fail(flag), 2);
+}
+
+int cli_check_model(const char *name, const actc_model_opts *opts, const char *flag)
+{
+    const actc_model_opts def = actc_model_default_opts();
+    actc_model *probe = NULL;
+    if (actc_model_create(name, opts ? opts : &def, &probe) != ACTC_OK) return fail(flag), 2;
+    actc_model_free(probe);
+    return 0;
+}
+
 /* Start of the value of --NAME= in a note, or NULL. */
 static const char *note_at(const char *note, const char *name)
 {

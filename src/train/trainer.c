@@ -207,6 +207,7 @@ typedef struct {
     long correct, rows;
     int samples;
     double forward_s, backward_s, pass_s;
+    double codec_forward_s, codec_backward_s; /* the store's encode + decode inside them */
 } pass_state;
 
 /* Rows [off, off + k) of b as a batch of its own; an image sub-batch is a
@@ -236,6 +237,12 @@ static actc_status slice(const actc_batch *b, int off, int k, actc_batch *part, 
     return ACTC_OK;
 }
 
+/* Seconds the store has spent in codecs since its last reset. */
+static double codec_seconds(const actc_ctx *ctx)
+{
+    return ctx->st.encode_s + ctx->st.decode_s;
+}
+
 /* Forward, loss and backward of rows [off, off + k) of the n the pass
  * covers, the gradient scaled by k / n. */
 static actc_status micro_batch(pass_state *p, actc_ctx *ctx, int off, int k, int n)
@@ -244,7 +251,7 @@ static actc_status micro_batch(pass_state *p, actc_ctx *ctx, int off, int k, int
     actc_tensor *copy;
     actc_status s = slice(p->b, off, k, &part, &copy);
     if (s != ACTC_OK) return s;
-    double t0 = actc__now();
+    double t0 = actc__now(), c0 = codec_seconds(ctx);
     actc_tensor *out = actc_model_forward_batch(p->t->m, ctx, &part);
     actc_tensor_release(copy);
     if (!out) return actc_last_status();
@@ -264,12 +271,14 @@ static actc_status micro_batch(pass_state *p, actc_ctx *ctx, int off, int k, int
                                                 "scalar), not a tensor of shape %s", shp);
     }
     const double lv = loss->data[0];
-    double t1 = actc__now();
+    double t1 = actc__now(), c1 = codec_seconds(ctx);
     /* k / n is exactly 1 for a single micro-batch: the unscaled gradient. */
     s = actc_backward_scaled(ctx, loss, (float)k / (float)n);
     actc_tensor_release(loss);
     p->forward_s += t1 - t0;
     p->backward_s += actc__now() - t1;
+    p->codec_forward_s += c1 - c0;
+    p->codec_backward_s += codec_seconds(ctx) - c1;
     if (s != ACTC_OK) return s;
     p->loss_sum += lv * (double)(rows ? rows : k);
     p->correct += correct;
@@ -295,7 +304,7 @@ static actc_status trainer_pass(actc_ctx *ctx, void *user, int max_samples, int 
     const uint64_t step = actc_ctx_step(ctx);
     p->loss_sum = 0;
     p->correct = p->rows = 0;
-    p->forward_s = p->backward_s = 0;
+    p->forward_s = p->backward_s = p->codec_forward_s = p->codec_backward_s = 0;
     double t0 = actc__now();
     actc_ctx_set_training(ctx, 1);
     actc_status s = ACTC_OK;
@@ -378,6 +387,8 @@ static actc_status gradients(actc_trainer *t, const actc_batch *b, actc_step_res
     res->adapted = actc_controller_adapted(t->ctrl);
     res->forward_s = p.forward_s;
     res->backward_s = p.backward_s;
+    res->codec_forward_s = p.codec_forward_s;
+    res->codec_backward_s = p.codec_backward_s;
     res->measure_s = iterate_s > p.pass_s ? iterate_s - p.pass_s : 0;
     return s;
 }
@@ -448,7 +459,7 @@ actc_status actc_trainer_train_epoch(actc_trainer *t, actc_source *src, actc_pro
     memset(t->grad_bytes, 0, sizeof t->grad_bytes);
     t->grad_fp32 = 0;
     const double t0 = actc__now();
-    double loss_sum = 0, fwd = 0, bwd = 0, upd = 0, meas = 0;
+    double loss_sum = 0, fwd = 0, bwd = 0, upd = 0, meas = 0, cfwd = 0, cbwd = 0;
     long correct = 0, rows = 0, samples = 0;
     int steps = 0, stop = 0;
     actc_status s = ACTC_OK;
@@ -474,6 +485,8 @@ actc_status actc_trainer_train_epoch(actc_trainer *t, actc_source *src, actc_pro
         bwd += sr.backward_s;
         upd += sr.update_s;
         meas += sr.measure_s;
+        cfwd += sr.codec_forward_s;
+        cbwd += sr.codec_backward_s;
         if (fn) {
             actc_progress pr = {.step = t->step, .epoch = t->epoch, .batch = (int)t->batch, .batches = nb,
                                 .last = &sr, .loss = loss_sum / (double)rows,
@@ -505,8 +518,8 @@ actc_status actc_trainer_train_epoch(actc_trainer *t, actc_source *src, actc_pro
         r->backward_s = bwd;
         r->update_s = upd;
         r->measure_s = meas;
-        r->encode_s = t->ss.encode_s;
-        r->decode_s = t->ss.decode_s;
+        r->codec_forward_s = cfwd;
+        r->codec_backward_s = cbwd;
     }
     return ACTC_OK;
 }
