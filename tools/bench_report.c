@@ -31,11 +31,14 @@ static void models_of(const bench_table *t, names *out)
     out->n = 0;
     for (int i = 0; i < t->n; i++) add_name(out, t->rows[i].model);
 }
+/* (A policy whose only row says n/a has nothing to plot; the throughput
+ * table lists it with its note.) */
 static void policies_of(const bench_table *t, const char *model, row_kind kind, names *out)
 {
     out->n = 0;
     for (int i = 0; i < t->n; i++)
-        if (t->rows[i].kind == kind && !strcmp(t->rows[i].model, model)) add_name(out, t->rows[i].policy);
+        if (t->rows[i].kind == kind && !strcmp(t->rows[i].model, model) && strcmp(t->rows[i].status, "n/a"))
+            add_name(out, t->rows[i].policy);
 }
 static int batches_of(const bench_table *t, const char *model, row_kind kind, int *out, int cap)
 {
@@ -153,6 +156,11 @@ static void md_throughput(FILE *f, const bench_table *t, const names *models, co
             fputc('\n', f);
         }
         fputc('\n', f);
+        for (int i = 0; i < t->n; i++) {
+            const bench_row *r = &t->rows[i];
+            if (r->kind == ROW_TRAIN && !strcmp(r->model, models->v[m]) && !strcmp(r->status, "n/a"))
+                fprintf(f, "%s, %s: not run (%s).\n\n", r->model, r->policy, r->note);
+        }
     }
 }
 
