@@ -125,8 +125,17 @@ static void md_context(FILE *f, const bench_table *t, const names *models)
     fputc('\n', f);
 }
 
+/* 1 if t has a row of that kind with a batch (a run, not an n/a note). */
+static int has_runs(const bench_table *t, row_kind kind)
+{
+    for (int i = 0; i < t->n; i++)
+        if (t->rows[i].kind == kind && t->rows[i].batch > 0) return 1;
+    return 0;
+}
+
 static void md_throughput(FILE *f, const bench_table *t, const names *models, const char *budget)
 {
+    if (!has_runs(t, ROW_TRAIN)) return;
     fprintf(f, "## Throughput against batch size\n\nSamples per second (tokens per second for language models) of "
                "the second epoch of each train run; **OOM**: the run stopped at the budget (%s); the allocator peak "
                "and the process peak RSS of each run are in results.csv.\n\n",
@@ -194,6 +203,7 @@ static void md_maxbatch(FILE *f, const bench_table *t, const names *models, cons
 
 static void md_time(FILE *f, const bench_table *t, const names *models)
 {
+    if (!has_runs(t, ROW_TRAIN)) return;
     fprintf(f, "## Where a step's time goes\n\nMilliseconds per step of the second epoch at the context table's batch: "
                "forward and backward, each split into the codecs' share (encode and decode, timed by the store; in "
                "backward also a recomputed segment's encodes) and the rest, the optimizer update, and the controller "
@@ -529,7 +539,7 @@ static int plots(const bench_report_opts *o, const bench_table *t, const names *
 
 int bench_report(const bench_report_opts *o, const bench_table *t)
 {
-    char path[PATH_MAX], tmp[PATH_MAX], budget[32] = "no budget";
+    char path[PATH_MAX], tmp[PATH_MAX], budget[32] = "none";
     bench_path(path, sizeof path, "%s/report.md", o->out_dir);
     bench_path(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "we");
