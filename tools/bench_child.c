@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,35 +127,44 @@ static char *last_line_with(char *text, const char *needle)
     return hit;
 }
 
-/* A run's memory and time from its last epoch record (actc train --log). */
+/* The figures of an epoch record (actc train --log) a row takes as they are:
+ * the record's key (the by-kind bytes under "KIND":{"stored") and the field. */
+static const struct {
+    const char *key;
+    size_t off;
+} EPOCH_FIELDS[] = {
+    {"forward", offsetof(bench_row, forward_ms)},
+    {"codec_forward", offsetof(bench_row, codec_forward_ms)},
+    {"backward", offsetof(bench_row, backward_ms)},
+    {"codec_backward", offsetof(bench_row, codec_backward_ms)},
+    {"update", offsetof(bench_row, update_ms)},
+    {"controller", offsetof(bench_row, controller_ms)},
+    {"context_stored", offsetof(bench_row, ctx_B)},
+    {"context_fp32", offsetof(bench_row, ctx_fp32_B)},
+    {"context_ratio", offsetof(bench_row, ctx_ratio)},
+    {"ACT\":{\"stored", offsetof(bench_row, act_B)},
+    {"MASK\":{\"stored", offsetof(bench_row, mask_B)},
+    {"INDEX\":{\"stored", offsetof(bench_row, index_B)},
+    {"EXACT\":{\"stored", offsetof(bench_row, exact_B)},
+    {"peak_total", offsetof(bench_row, alloc_peak_B)},
+    {"train_loss", offsetof(bench_row, train_loss)},
+    {"test_acc", offsetof(bench_row, test_acc)},
+    {"val_bpb", offsetof(bench_row, val_bpb)},
+};
+
+/* A run's memory and time from its last epoch record. */
 static void read_epoch(bench_row *r, const char *rec)
 {
     const double seq = bench_json_num(rec, "seq", 0);
-    const double rate = bench_json_num(rec, "samples_per_s", 0);
     if (!isnan(seq)) {
         r->seq = (int)seq;
         r->tokens_per_s = bench_json_num(rec, "tokens_per_s", 0);
     } else {
-        r->samples_per_s = rate;
+        r->samples_per_s = bench_json_num(rec, "samples_per_s", 0);
     }
-    r->forward_ms = bench_json_num(rec, "forward", 0);
-    r->codec_forward_ms = bench_json_num(rec, "codec_forward", 0);
-    r->backward_ms = bench_json_num(rec, "backward", 0);
-    r->codec_backward_ms = bench_json_num(rec, "codec_backward", 0);
-    r->update_ms = bench_json_num(rec, "update", 0);
-    r->controller_ms = bench_json_num(rec, "controller", 0);
+    for (size_t i = 0; i < sizeof EPOCH_FIELDS / sizeof *EPOCH_FIELDS; i++)
+        *(double *)((char *)r + EPOCH_FIELDS[i].off) = bench_json_num(rec, EPOCH_FIELDS[i].key, 0);
     r->step_ms = r->forward_ms + r->backward_ms + r->update_ms + r->controller_ms;
-    r->ctx_B = bench_json_num(rec, "context_stored", 0);
-    r->ctx_fp32_B = bench_json_num(rec, "context_fp32", 0);
-    r->ctx_ratio = bench_json_num(rec, "context_ratio", 0);
-    r->act_B = bench_json_num(rec, "ACT\":{\"stored", 0);
-    r->mask_B = bench_json_num(rec, "MASK\":{\"stored", 0);
-    r->index_B = bench_json_num(rec, "INDEX\":{\"stored", 0);
-    r->exact_B = bench_json_num(rec, "EXACT\":{\"stored", 0);
-    r->alloc_peak_B = bench_json_num(rec, "peak_total", 0);
-    r->train_loss = bench_json_num(rec, "train_loss", 0);
-    r->test_acc = bench_json_num(rec, "test_acc", 0);
-    r->val_bpb = bench_json_num(rec, "val_bpb", 0);
 }
 
 /* The child's last non-empty line, for a note. */

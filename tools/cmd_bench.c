@@ -541,14 +541,14 @@ static void clock_str(double s, char *buf, size_t cap)
 
 static int run_jobs(job_list *l, bench_table *t, const char *csv, const char *runs)
 {
-    int todo = 0, failed = 0;
+    int pending = 0, failed = 0;
     char key[512];
     for (int i = 0; i < l->n; i++) {
         bench_row_key(&l->v[i].row, key, sizeof key);
         const bench_row *had = bench_table_find(t, key);
-        if (!had || !strcmp(had->status, "failed")) todo++;
+        if (!had || !strcmp(had->status, "failed")) pending++;
     }
-    if (todo < l->n) printf("resuming: %d of %d rows already in %s\n", l->n - todo, l->n, csv);
+    if (pending < l->n) printf("resuming: %d of %d rows already in %s\n", l->n - pending, l->n, csv);
     double spent = 0;
     int done = 0;
     for (int i = 0; i < l->n; i++) {
@@ -562,7 +562,7 @@ static int run_jobs(job_list *l, bench_table *t, const char *csv, const char *ru
         snprintf(what, sizeof what, "%s %s %s", bench_kind_names[j->row.kind], j->row.model, j->row.policy);
         if (j->row.batch && j->row.kind != ROW_MAXSEQ)
             snprintf(what + strlen(what), sizeof what - strlen(what), " batch %d", j->row.batch);
-        printf("[%*d/%d] %s ... ", todo >= 100 ? 3 : 2, done + 1, todo, what);
+        printf("[%*d/%d] %s ... ", pending >= 100 ? 3 : 2, done + 1, pending, what);
         fflush(stdout);
         if (!strcmp(j->row.status, "n/a")) {
             j->row.seconds = 0;
@@ -574,7 +574,7 @@ static int run_jobs(job_list *l, bench_table *t, const char *csv, const char *ru
         spent += isnan(j->row.seconds) ? 0 : j->row.seconds;
         char desc[300], eta[32], took[32];
         describe(&j->row, desc, sizeof desc);
-        clock_str(spent / done * (todo - done), eta, sizeof eta);
+        clock_str(spent / done * (pending - done), eta, sizeof eta);
         clock_str(isnan(j->row.seconds) ? 0 : j->row.seconds, took, sizeof took);
         printf("%s [%s; ETA %s]\n", desc, took, eta);
         if (!strcmp(j->row.status, "failed")) {
