@@ -39,6 +39,8 @@ typedef struct {
     double alloc_peak_B, rss_peak_B;
     double train_loss, test_acc, val_bpb;
     double largest_batch, longest_window;
+    int at_limit;              /* maxbatch, maxseq: the search reached its
+                                  --limit, so the figure is a lower bound      */
     double variance_ratio;     /* compression variance / SGD's sampling variance */
     double seconds;            /* wall time of the child                      */
     char note[200];
@@ -56,7 +58,12 @@ void bench_row_key(const bench_row *r, char *buf, size_t cap);
 extern const char *const bench_acc_image[], *const bench_acc_lm[], *const bench_variance_args[];
 #define BENCH_RES_IMAGE 16 /* samples */
 #define BENCH_RES_LM 1     /* windows */
-#define BENCH_RES_SEQ 128  /* tokens */
+#define BENCH_RES_SEQ 512  /* tokens */
+/* The longest window a maxseq row tries.  A trial is a whole step at batch
+ * 1 and its attention grows with the square of the window: searching the
+ * compressing policies' real limits under 1 GiB (40,000 tokens and more on
+ * gpt-mini) would take hours on 2 cores, so those rows say "at least". */
+#define BENCH_SEQ_LIMIT 16384
 
 /* ---- bench_csv.c ---- */
 typedef struct {

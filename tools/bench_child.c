@@ -213,6 +213,7 @@ void bench_run_row(bench_row *r, char *const argv[], const char *log_path, const
         json = last_line_with(out, "\"largest\":");
         *(r->kind == ROW_MAXBATCH ? &r->largest_batch : &r->longest_window) = bench_json_num(json, "largest", 0);
         r->alloc_peak_B = bench_json_num(json, "peak", 0);
+        r->at_limit = bench_json_num(json, "failing", 0) == 0; /* no size failed: --limit fits */
         break;
     case ROW_VARIANCE:
         json = last_line_with(out, "\"total\":");

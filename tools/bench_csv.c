@@ -75,6 +75,7 @@ static const column COLS[] = {
     {"val_bits_per_byte", C_NUM, N(val_bpb)},
     {"largest_batch_samples", C_NUM, N(largest_batch)},
     {"longest_window_tokens", C_NUM, N(longest_window)},
+    {"search_at_limit", C_INT, N(at_limit)},
     {"variance_ratio", C_NUM, N(variance_ratio)},
     {"wall_seconds", C_NUM, N(seconds)},
     {"note", C_STR, S(note)},

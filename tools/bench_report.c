@@ -180,10 +180,11 @@ static void md_maxbatch(FILE *f, const bench_table *t, const names *models, cons
     if (!any) return;
     fprintf(f, "## The largest batch under %s\n\n`actc maxbatch`, bisection to within %d samples (language models: %d "
                "window); for language models in the paper suite also the longest window at batch 1, to within %d "
-               "tokens.  0: not even the smallest fits.\n\n"
+               "tokens, up to %d.  0: not even the smallest fits; >= N: the search stopped at its limit N, which "
+               "fit.\n\n"
                "| model | policy | largest batch | its allocator peak | longest window (tokens) |\n"
                "|---|---|---:|---:|---:|\n",
-            budget, BENCH_RES_IMAGE, BENCH_RES_LM, BENCH_RES_SEQ);
+            budget, BENCH_RES_IMAGE, BENCH_RES_LM, BENCH_RES_SEQ, BENCH_SEQ_LIMIT);
     for (int m = 0; m < models->n; m++) {
         names pol;
         policies_of(t, models->v[m], ROW_MAXBATCH, &pol);
@@ -192,13 +193,18 @@ static void md_maxbatch(FILE *f, const bench_table *t, const names *models, cons
             const bench_row *s = row(t, ROW_MAXSEQ, models->v[m], pol.v[p], 1);
             char a[32], sq[32] = "-", lb[32];
             if (s && isnan(s->longest_window)) snprintf(sq, sizeof sq, "%s", s->status);
-            else if (s) snprintf(sq, sizeof sq, "%.0f", s->longest_window);
-            if (!isnan(r->largest_batch)) snprintf(lb, sizeof lb, "%.0f", r->largest_batch);
+            else if (s) snprintf(sq, sizeof sq, "%s%.0f", s->at_limit ? ">= " : "", s->longest_window);
+            if (!isnan(r->largest_batch)) snprintf(lb, sizeof lb, "%s%.0f", r->at_limit ? ">= " : "", r->largest_batch);
             else snprintf(lb, sizeof lb, "%s", r->status);
             fprintf(f, "| %s | %s | %s | %s | %s |\n", r->model, r->policy, lb, bytes(r->alloc_peak_B, a), sq);
         }
     }
     fputc('\n', f);
+    for (int i = 0; i < t->n; i++) {
+        const bench_row *r = &t->rows[i];
+        if (r->kind == ROW_MAXSEQ && !strcmp(r->status, "n/a"))
+            fprintf(f, "%s, %s: no longest window (%s).\n\n", r->model, r->policy, r->note);
+    }
 }
 
 static void md_time(FILE *f, const bench_table *t, const names *models)
@@ -501,7 +507,8 @@ static int plots(const bench_report_opts *o, const bench_table *t, const names *
             snprintf(made[n++], 96, "%s", name);
         static const char *const SEQ[] = {"longest window"};
         snprintf(name, sizeof name, "maxseq_%s", model);
-        snprintf(title, sizeof title, "%s: the longest window at batch 1 under %s", model, budget);
+        snprintf(title, sizeof title, "%s: the longest window at batch 1 under %s (a bar at %d: at least)", model,
+                 budget, BENCH_SEQ_LIMIT);
         if (plot_bars(g, dir, name, title, "tokens", t, model, ROW_MAXSEQ, 1, SEQ, 1, largest_values, 0))
             snprintf(made[n++], 96, "%s", name);
         const int lm = actc_model_name_takes_tokens(model);
