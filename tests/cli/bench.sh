@@ -133,6 +133,18 @@ expect_fail "other settings" "other settings" $ACTC bench --models mlp --policie
 expect_fail "one suite at a time" "another actc bench is running there" \
     flock "$OUT/suite.txt" bash -c "$(declare -f run_suite); ACTC=$ACTC OUT=$OUT run_suite"
 
+# A search that reaches its --limit (65,536 samples, which fit) is a lower
+# bound: flagged in the CSV, ">=" in the report.
+if $ACTC bench --models mlp --policies quant:2 --batches 32 --budget 2GiB --steps 1 --threads 1 --torch=0 \
+       --out "$TMP/limit" > "$TMP/limit.txt" 2>&1 &&
+   [ "$(col_of "$TMP/limit/results.csv" 'maxbatch,mlp,quant:2,0' search_at_limit)" = 1 ] &&
+   [ "$(col_of "$CSV" 'maxbatch,mlp,none,0' search_at_limit)" = 0 ] &&
+   grep -q '| mlp | quant:2 | >= 65536 |' "$TMP/limit/report.md" && grep -q "at least 65536" "$TMP/limit.txt"; then
+    pass "a search at its limit: at least"
+else
+    fail "a search at its limit"; tail -3 "$TMP/limit.txt"
+fi
+
 # A policy's own commas (quant:4,group=64) stay in its spec.
 if $ACTC bench --models mlp --policies none,quant:4,group=64 --batches 32 --budget 0 --threads 1 \
        --out "$TMP/commas" > "$TMP/commas.txt" 2>&1 &&
