@@ -60,9 +60,10 @@ extern const char *const bench_acc_image[], *const bench_acc_lm[], *const bench_
 #define BENCH_RES_LM 1     /* windows */
 #define BENCH_RES_SEQ 512  /* tokens */
 /* The longest window a maxseq row tries.  A trial is a whole step at batch
- * 1 and its attention grows with the square of the window: searching the
- * compressing policies' real limits under 1 GiB (40,000 tokens and more on
- * gpt-mini) would take hours on 2 cores, so those rows say "at least". */
+ * 1 and its attention's work grows with the square of the window: bf16's
+ * search under 1 GiB on gpt-mini (to 15,872 tokens) took 7 minutes, and the
+ * compressing policies' context per token, 3-8x smaller, puts their limits
+ * beyond what a one-hour suite can search, so those rows say "at least". */
 #define BENCH_SEQ_LIMIT 16384
 
 /* ---- bench_csv.c ---- */
