@@ -23,7 +23,7 @@
 typedef struct {
     const char *suite, *models, *policies, *batches, *out, *scripts;
     size_t budget;
-    int threads, steps, torch;
+    int threads, steps, torch, report_only;
 } bench_opts;
 
 static const char USAGE[] = "actc bench [--suite quick|paper|demo] [--models LIST] [--policies LIST] [--budget SIZE] "
@@ -64,6 +64,7 @@ static void build_flags(flag_def *f, void *opts)
         {"--out", F_STR, &o->out, "DIR", "output directory (bench-out/SUITE)", 0},
         {"--threads", F_INT, &o->threads, "N", "threads of each run (default: all cores)", 0},
         {"--torch", F_BOOL, &o->torch, NULL, "run the PyTorch peer where python3-torch is installed (on; --torch=0: off)", 0},
+        {"--report-only", F_BOOL, &o->report_only, NULL, "write the report and plots from the rows already in OUT, run nothing", 0},
         {"--scripts", F_STR, &o->scripts, "DIR", "directory of the PyTorch peer scripts (the source tree's bench/)", 0},
         {NULL, F_INT, NULL, NULL, NULL, 0}};
     memcpy(f, defs, sizeof defs);
@@ -570,15 +571,24 @@ static void clock_str(double s, char *buf, size_t cap)
     snprintf(buf, cap, "%ld:%02ld", t / 60, t % 60);
 }
 
-static int run_jobs(job_list *l, bench_table *t, const char *csv, const char *runs)
+/* Rows of the matrix not yet in the table (or failed there). */
+static int pending_rows(const job_list *l, const bench_table *t)
 {
-    int pending = 0, failed = 0;
+    int pending = 0;
     char key[512];
     for (int i = 0; i < l->n; i++) {
         bench_row_key(&l->v[i].row, key, sizeof key);
         const bench_row *had = bench_table_find(t, key);
         if (!had || !strcmp(had->status, "failed")) pending++;
     }
+    return pending;
+}
+
+static int run_jobs(job_list *l, bench_table *t, const char *csv, const char *runs)
+{
+    const int pending = pending_rows(l, t);
+    int failed = 0;
+    char key[512];
     if (pending < l->n) printf("resuming: %d of %d rows already in %s\n", l->n - pending, l->n, csv);
     double spent = 0;
     int done = 0;
@@ -619,7 +629,7 @@ static int run_jobs(job_list *l, bench_table *t, const char *csv, const char *ru
 
 static int cmd_bench(int argc, char **argv)
 {
-    bench_opts o = {"quick", NULL, NULL, NULL, NULL, ACTC_BENCH_SCRIPTS, 0, 0, 0, 1};
+    bench_opts o = {"quick", NULL, NULL, NULL, NULL, ACTC_BENCH_SCRIPTS, 0, 0, 0, 1, 0};
     flag_def flags[MAX_FLAGS];
     build_flags(flags, &o);
     int help, rc = flags_parse(flags, argc, argv, 2, &help);
@@ -742,17 +752,26 @@ static int cmd_bench(int argc, char **argv)
     printf("actc bench %s: %d models x %d policies, %d runs, budget %s, %d thread(s) per run; rows in %s\n", s->name,
            models.n, pols.n, jobs.n, bud, o.threads ? o.threads : actc_get_threads(), csv);
     fflush(stdout);
-    const int failed = run_jobs(&jobs, &table, csv, runs);
+    const int failed = o.report_only ? 0 : run_jobs(&jobs, &table, csv, runs);
     if (failed < 0) {
         rc = 1;
         goto out;
     }
+    const int pending = pending_rows(&jobs, &table);
+    char note[sizeof torch_note + 200];
+    snprintf(note, sizeof note, "%s", torch_note);
+    if (pending)
+        snprintf(note + strlen(note), sizeof note - strlen(note), "%s%d of the suite's %d rows %s", *note ? "; " : "",
+                 pending, jobs.n,
+                 o.report_only ? "have not run yet or failed: the same command without --report-only runs them"
+                               : "failed: the same command runs them again");
+    if (o.report_only && pending) printf("note: %d of %d rows not run yet; the report has the others\n", pending, jobs.n);
     char cmdline[1024] = "actc";
     for (int i = 1; i < argc; i++)
         snprintf(cmdline + strlen(cmdline), sizeof cmdline - strlen(cmdline), " %s", argv[i]);
     const char *gp = getenv("ACTC_GNUPLOT") ? getenv("ACTC_GNUPLOT") : "gnuplot";
     bench_report_opts ro = {o.out, s->name, gp, o.budget, o.threads ? o.threads : actc_get_threads(), cmdline,
-                            *torch_note ? torch_note : NULL};
+                            *note ? note : NULL};
     if (!strcmp(s->name, "demo")) bench_print_side_by_side(&table);
     const int plots = bench_report(&ro, &table);
     if (plots < 0) {

@@ -107,6 +107,15 @@ if ACTC_GNUPLOT=/nonexistent/gnuplot run_suite > "$TMP/nogp.txt" 2>&1 && grep -q
 else
     fail "no gnuplot"; tail -5 "$TMP/nogp.txt"
 fi
+# --report-only: the report from the rows there, nothing run, the missing row noted.
+head -n 9 "$CSV" > "$TMP/cut.csv" && cp "$TMP/cut.csv" "$CSV"
+if run_suite --report-only > "$TMP/ro.txt" 2>&1 && ! grep -q '^\[' "$TMP/ro.txt" &&
+   [ $(($(wc -l < "$CSV") - 1)) -eq 8 ] && grep -q "1 of the suite's 9 rows have not run yet" "$OUT/report.md"; then
+    pass "--report-only runs nothing and notes the missing row"
+else
+    fail "--report-only"; cat "$TMP/ro.txt"
+fi
+
 # No python3-torch: a note, no PyTorch rows, no failure (resnet20 has a peer;
 # --budget too small for it stops before the first run anyway, so use the
 # check alone: a bogus interpreter; no budget, so no maxbatch row).
