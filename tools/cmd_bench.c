@@ -16,6 +16,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#define BENCH_STR_(x) #x
+#define BENCH_STR(x) BENCH_STR_(x) /* a number macro as a string literal */
+
 #ifndef ACTC_BENCH_SCRIPTS
 #define ACTC_BENCH_SCRIPTS "bench"
 #endif
@@ -40,7 +43,7 @@ static const char ABOUT[] =
     "            allocator and process peaks; over --budget it is the OOM point\n"
     "  maxbatch  the largest batch under --budget\n"
     "  maxseq    (paper) language models: the longest window at batch 1 under --budget,\n"
-    "            searched up to 16384 tokens (beyond: \"at least\"); not for gact (its\n"
+    "            searched up to " BENCH_STR(BENCH_SEQ_LIMIT) " tokens (beyond: \"at least\"); not for gact (its\n"
     "            sensitivity passes make each trial some 45 steps)\n"
     "  accuracy  (paper, demo) a fixed short recipe: test accuracy, or validation bits\n"
     "            per byte for language models\n"
