@@ -394,6 +394,11 @@ ACTC_API actc_status actc_ctx_set_policy(actc_ctx *ctx, const char *spec);
 ACTC_API const char *actc_ctx_policy(const actc_ctx *ctx);
 /* Multi-line help text listing every policy spec and its parameters. */
 ACTC_API const char *actc_policy_list(void);
+/* 1 when the active policy measures sensitivities (a gact policy other than
+ * gact:CKPT, alone or as the codec part of compact:...+gact:...): its
+ * controller then runs L + 1 extra forward and backward passes whenever it
+ * measures (actc_controller_iterate).  0 otherwise or for NULL. */
+ACTC_API int actc_ctx_policy_measures(const actc_ctx *ctx);
 /* Stop (1) or resume (0) an adaptive policy's learning (ActNN L3's gradient
  * statistics and per-layer bits, GACT's measurements: the controller then
  * only runs the pass): frozen, it keeps compressing with the state it has.

@@ -17,24 +17,33 @@ static void test_gact_specs(void **state)
 {
     (void)state;
     actc_ctx *ctx = actc_ctx_new();
+    /* measures: the controller runs sensitivity passes for it (fp32
+     * levels have nothing to measure). */
     const struct {
         const char *in, *canon;
-        int segments, attention;
-    } good[] = {{"gact:L0", "gact:L0", 0, -1},
+        int segments, attention, measures;
+    } good[] = {{"gact:L0", "gact:L0", 0, -1, 0},
                 /* GACT's L1 levels save the softmax's probabilities: the
                  * memory-efficient form recomputes them from rounded Q and K,
                  * which biases them (RESULTS.md, language model). */
-                {"gact:L1", "gact:4", 0, ACTC_ATTN_NAIVE},       {"gact:4", "gact:4", 0, ACTC_ATTN_NAIVE},
-                {"gact:3", "gact:3", 0, ACTC_ATTN_NAIVE},        {"GACT:2", "gact:2", 0, ACTC_ATTN_NAIVE},
-                {"gact:2.5", "gact:2.5", 0, ACTC_ATTN_NAIVE},    {"gact:fix4", "gact:fix4", 0, ACTC_ATTN_NAIVE},
-                {"gact:fix2", "gact:fix2", 0, ACTC_ATTN_NAIVE},  {"gact:CB1", "gact:CB1", 1, ACTC_ATTN_NAIVE},
-                {"gact:cb2", "gact:CB2", 1, ACTC_ATTN_FLASH},    {"gact:CKPT", "gact:CKPT", 1, ACTC_ATTN_NAIVE}};
+                {"gact:L1", "gact:4", 0, ACTC_ATTN_NAIVE, 1},      {"gact:4", "gact:4", 0, ACTC_ATTN_NAIVE, 1},
+                {"gact:3", "gact:3", 0, ACTC_ATTN_NAIVE, 1},       {"GACT:2", "gact:2", 0, ACTC_ATTN_NAIVE, 1},
+                {"gact:2.5", "gact:2.5", 0, ACTC_ATTN_NAIVE, 1},   {"gact:fix4", "gact:fix4", 0, ACTC_ATTN_NAIVE, 1},
+                {"gact:fix2", "gact:fix2", 0, ACTC_ATTN_NAIVE, 1}, {"gact:CB1", "gact:CB1", 1, ACTC_ATTN_NAIVE, 1},
+                {"gact:cb2", "gact:CB2", 1, ACTC_ATTN_FLASH, 1},   {"gact:CKPT", "gact:CKPT", 1, ACTC_ATTN_NAIVE, 0}};
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
         assert_int_equal(actc_ctx_set_policy(ctx, good[i].in), ACTC_OK);
         assert_string_equal(actc_ctx_policy(ctx), good[i].canon);
         assert_int_equal(actc_ctx_wants_segments(ctx), good[i].segments);
         assert_int_equal(actc_ctx_attention(ctx, 7), good[i].attention < 0 ? 7 : good[i].attention);
+        assert_int_equal(actc_ctx_policy_measures(ctx), good[i].measures);
     }
+    /* Inside CompAct it still measures; other policies never do. */
+    assert_int_equal(actc_ctx_set_policy(ctx, "compact:r=0.25+gact:4"), ACTC_OK);
+    assert_int_equal(actc_ctx_policy_measures(ctx), 1);
+    assert_int_equal(actc_ctx_set_policy(ctx, "actnn:L3"), ACTC_OK);
+    assert_int_equal(actc_ctx_policy_measures(ctx), 0);
+    assert_int_equal(actc_ctx_policy_measures(NULL), 0);
     const char *bad[] = {"gact:", "gact:0.5", "gact:9", "gact:fix", "gact:fix9", "gact:L2", "gact:CB3", "gact:4x"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         assert_int_equal(actc_ctx_set_policy(ctx, bad[i]), ACTC_ERR_INVALID);

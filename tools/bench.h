@@ -56,9 +56,13 @@ void bench_row_key(const bench_row *r, char *buf, size_t cap);
  * describes them: NULL-terminated flag lists of actc train, actc variance,
  * and maxbatch's bisection resolutions. */
 extern const char *const bench_acc_image[], *const bench_acc_lm[], *const bench_variance_args[];
-#define BENCH_RES_IMAGE 16 /* samples */
-#define BENCH_RES_LM 1     /* windows */
-#define BENCH_RES_SEQ 512  /* tokens */
+/* Coarse on purpose: each trial near the answer is a whole step at the
+ * largest batch (15-25 s for ResNet-20 at 6,000 samples), and a bisection
+ * within about 1% of the answer is two trials fewer per row than within
+ * 0.25%, which is what brings the paper suite near an hour. */
+#define BENCH_RES_IMAGE 64  /* samples */
+#define BENCH_RES_LM 4      /* windows */
+#define BENCH_RES_SEQ 1024  /* tokens */
 /* The longest window a maxseq row tries.  A trial is a whole step at batch
  * 1 and its attention's work grows with the square of the window: bf16's
  * search under 1 GiB on gpt-mini (to 15,872 tokens) took 7 minutes, and the

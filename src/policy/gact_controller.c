@@ -252,6 +252,8 @@ actc_status actc_controller_iterate(actc_controller *c, actc_fwdbwd_fn fn, void 
 
 int actc_controller_adapted(const actc_controller *c) { return c && c->adapted; }
 
+int actc_ctx_policy_measures(const actc_ctx *ctx) { return ctx && actc__gact_kind(ctx->policy) != 0; }
+
 const char *actc_controller_take_alert(actc_controller *c)
 {
     if (!c || !c->alert_ready) return NULL;
