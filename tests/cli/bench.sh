@@ -61,8 +61,10 @@ for pol in none gact:4; do
     grep -q "context before backward: stored" "$TMP/direct.txt" || same=0
     [ $same = 1 ] && pass "$pol: the harness's bytes are actc train's" || fail "$pol: bytes differ from actc train"
     a=$(col "maxbatch,mlp,$pol,0" largest_batch_samples) p=$(col "maxbatch,mlp,$pol,0" allocator_peak_bytes)
-    # 64: the harness's resolution for image models (BENCH_RES_IMAGE)
-    d=$($ACTC maxbatch --budget 24MiB --model mlp --compress $pol --resolution 64 --threads 1 --json | tail -1)
+    # at the resolution the harness used (its runs/ log starts with the command)
+    res=$(head -1 "$OUT/runs/maxbatch_mlp_${pol/:/_}_0.txt" | grep -oE -- '--resolution [0-9]+')
+    [ -n "$res" ] || fail "$pol: no --resolution in the harness's maxbatch log"
+    d=$($ACTC maxbatch --budget 24MiB --model mlp --compress $pol $res --threads 1 --json | tail -1)
     if grep -q "\"largest\":$a," <<<"$d" && grep -q "\"peak\":$p," <<<"$d"; then pass "$pol: maxbatch $a as actc maxbatch"
     else fail "$pol: maxbatch harness $a (peak $p), actc maxbatch: $d"; fi
 done
