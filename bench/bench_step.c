@@ -11,7 +11,10 @@
  * context) and report tokens/s.  Output: one human line and one JSON line.
  * ACTC_BENCH_MALLOPT and ACTC_BENCH_CACHE in the environment choose the
  * malloc setup (bench/malloc_overhead.sh), ACTC_BENCH_DETERMINISTIC=1 the
- * deterministic mode. */
+ * deterministic mode, ACTC_GEMM the dense products' backend and
+ * ACTC_BENCH_SHAPE="layers=12,width=768,heads=12,context=1024,vocab=256" (any
+ * of the five) a language model's shape other than its preset's.  The JSON
+ * line names the backend and OpenBLAS's kernels (bench/cpu_speed.sh). */
 #include "actc.h"
 #include "malloc_conf.h"
 #include <stdio.h>
@@ -56,6 +59,10 @@ int main(int argc, char **argv)
      * the actc command (the library reads no environment). */
     const char *conv_env = getenv("ACTC_CONV");
     if (conv_env && actc_set_conv_backend(conv_env) != ACTC_OK) return die("ACTC_CONV");
+    /* ACTC_GEMM=auto|dnnl|openblas the dense products' backend, as the
+     * actc command's --gemm. */
+    const char *gemm_env = getenv("ACTC_GEMM");
+    if (gemm_env && actc_set_gemm_backend(gemm_env) != ACTC_OK) return die("ACTC_GEMM");
     /* ACTC_BENCH_DETERMINISTIC=1: actc_set_deterministic, as --deterministic
      * (bench/deterministic_cost.sh). */
     const char *det_env = getenv("ACTC_BENCH_DETERMINISTIC");
@@ -65,6 +72,30 @@ int main(int argc, char **argv)
     if (argc > 5) actc_set_threads(atoi(argv[5]));
     actc_model_opts mo = actc_model_default_opts();
     mo.seed = 1;
+    const char *shape_env = getenv("ACTC_BENCH_SHAPE");
+    if (shape_env) {
+        /* key=value pairs separated by commas; any key left out keeps the
+         * preset's value (0 in mo means "the preset's"). */
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", shape_env);
+        for (char *kv = strtok(buf, ","); kv; kv = strtok(NULL, ",")) {
+            int v, used = 0;
+            char key[16];
+            if (sscanf(kv, "%15[a-z]=%d%n", key, &v, &used) != 2 || kv[used] || v < 1) {
+                fprintf(stderr, "bench_step: ACTC_BENCH_SHAPE: bad '%s' (layers=N,width=N,heads=N,context=N,vocab=N)\n", kv);
+                return 2;
+            }
+            if (!strcmp(key, "layers")) mo.n_layers = v;
+            else if (!strcmp(key, "width")) mo.width = v;
+            else if (!strcmp(key, "heads")) mo.n_heads = v;
+            else if (!strcmp(key, "context")) mo.context = v;
+            else if (!strcmp(key, "vocab")) mo.vocab = v;
+            else {
+                fprintf(stderr, "bench_step: ACTC_BENCH_SHAPE: unknown key '%s'\n", key);
+                return 2;
+            }
+        }
+    }
     actc_model *m;
     if (actc_model_create(model, &mo, &m) != ACTC_OK) return die("model");
     const int lm = actc_model_takes_tokens(m);
@@ -97,7 +128,7 @@ int main(int argc, char **argv)
     const actc_batch b = lm ? (actc_batch){.ids = ids, .B = batch, .T = T, .labels = labels}
                             : (actc_batch){.x = x, .labels = labels};
 
-    double tf = 0, tb = 0, to_s = 0;
+    double tf = 0, tb = 0, to_s = 0, tc = 0;
     actc_store_stats ss;
     actc_mem_stats ms0 = {0};
     long flt0 = 0;
@@ -114,9 +145,12 @@ int main(int argc, char **argv)
             tf += r.forward_s;
             tb += r.backward_s;
             to_s += r.update_s;
+            tc += r.codec_forward_s + r.codec_backward_s;
         }
     }
     const double flt_per_step = (double)(minor_faults() - flt0) / steps;
+    actc_cpu_info cpu;
+    actc_get_cpu_info(&cpu);
     actc_store_get_stats(ctx, &ss);
     actc_mem_stats ms;
     actc_mem_get_stats(&ms);
@@ -128,10 +162,12 @@ int main(int argc, char **argv)
            ms.peak_total / 1048576.0, actc_process_peak_rss() / 1048576.0);
     printf("{\"model\":\"%s\",\"batch\":%d,\"seq\":%d,\"policy\":\"%s\",\"threads\":%d,\"steps\":%d,\"%s_per_s\":%.2f,"
            "\"forward_s\":%.4f,\"backward_s\":%.4f,\"optimizer_s\":%.4f,\"context_bytes\":%zu,\"context_fp32\":%zu,"
-           "\"peak_total\":%zu,\"peak_rss\":%zu,\"deterministic\":%d,\"cached\":%zu,\"allocs_per_step\":%.1f,\"sys_allocs_per_step\":%.1f,\"minflt_per_step\":%.1f}\n",
+           "\"peak_total\":%zu,\"peak_rss\":%zu,\"deterministic\":%d,\"cached\":%zu,\"allocs_per_step\":%.1f,\"sys_allocs_per_step\":%.1f,\"minflt_per_step\":%.1f,"
+           "\"codec_s\":%.4f,\"params\":%zu,\"gemm\":\"%s\",\"openblas_core\":\"%s\",\"isa\":\"%s\"}\n",
            model, batch, T, policy, actc_get_threads(), steps, lm ? "tokens" : "samples", sps, tf / steps, tb / steps, to_s / steps, ss.stored_peak,
            ss.fp32_peak, ms.peak_total, actc_process_peak_rss(), actc_get_deterministic(), ms.cached,
-           (double)(ms.n_allocs - ms0.n_allocs) / steps, (double)(ms.n_sys_allocs - ms0.n_sys_allocs) / steps, flt_per_step);
+           (double)(ms.n_allocs - ms0.n_allocs) / steps, (double)(ms.n_sys_allocs - ms0.n_sys_allocs) / steps, flt_per_step,
+           tc / steps, actc_model_num_params(m), actc_gemm_backend_in_use(), cpu.openblas_core, actc_isa_name(cpu.isa_level));
     actc_tensor_release(x);
     free(labels);
     free(ids);

@@ -7,6 +7,7 @@ shapes in the same run; this script only measures PyTorch.
 
 usage: /usr/bin/python3 bench/pytorch_gpt.py --model gpt-mini --batch 8 --seq 256
            --steps 10 --warmup 2 --threads 2 [--json]
+           [--layers N --width N --heads N --context N --vocab N]   (another shape)
 
 Models (no dropout):
   gpt    GPT-2: wte + learned wpe, pre-LayerNorm blocks (separate Q, K, V
@@ -130,8 +131,13 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the text line")
+    for k in ("layers", "width", "heads", "context", "vocab"):
+        ap.add_argument("--" + k, type=int, default=0, help=f"{k} other than the preset's (bench_step's ACTC_BENCH_SHAPE)")
     a = ap.parse_args()
     family, layers, d, heads, context, vocab = PRESETS[a.model]
+    reshaped = any((a.layers, a.width, a.heads, a.context, a.vocab))
+    layers, d, heads = a.layers or layers, a.width or d, a.heads or heads
+    context, vocab = a.context or context, a.vocab or vocab
     seq = a.seq or context
     if not 1 <= seq <= context or a.batch < 1 or a.steps < 1 or a.warmup < 0:
         ap.error(f"need 1 <= --seq <= {context}, --batch >= 1, --steps >= 1, --warmup >= 0")
@@ -140,7 +146,7 @@ def main():
     torch.manual_seed(1)
     model = LM(family, layers, d, heads, context, vocab)
     params = sum(p.numel() for p in model.parameters())
-    want = EXPECTED_PARAMS.get(a.model)
+    want = None if reshaped else EXPECTED_PARAMS.get(a.model)
     if want is not None and params != want:
         raise SystemExit(f"{a.model}: {params:,} parameters, expected {want:,}")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)

@@ -26,7 +26,7 @@
  * needs no gradient" (actc_grad_buffer tells the two apart). */
 static actc_status swish_backward(actc_ctx *ctx, actc_node *node)
 {
-    actc_tensor *x = actc_load(ctx, node, 0); /* decoded by whatever codec stored it */
+    actc_tensor *x = actc_load(ctx, node, 0); /* decoded by whatever codec stored it: read-only */
     if (!x) return actc_last_status();
     float *gx;
     actc_status st = actc_grad_buffer(ctx, node->inputs[0], &gx);

@@ -46,9 +46,9 @@ extern "C" {
  * and the package files follow it).  ABI: before 1.0 a minor release may
  * break it (soname libactc.so.0.MINOR), from 1.0 only a major one; a patch
  * release never does (README, "Installing and linking"). */
-#define ACTC_VERSION "0.8.0"
+#define ACTC_VERSION "0.9.0"
 #define ACTC_VERSION_MAJOR 0
-#define ACTC_VERSION_MINOR 8
+#define ACTC_VERSION_MINOR 9
 #define ACTC_VERSION_PATCH 0
 /* ACTC_VERSION_MAJOR * 10000 + MINOR * 100 + PATCH, for #if comparisons. */
 #define ACTC_VERSION_NUMBER (ACTC_VERSION_MAJOR * 10000 + ACTC_VERSION_MINOR * 100 + ACTC_VERSION_PATCH)
@@ -227,10 +227,81 @@ ACTC_API int actc_get_threads(void);
  * count (the library's own kernels reduce in a fixed order either way).
  * Fails with ACTC_ERR_INVALID, changing nothing, when the convolution
  * backend is forced to "dnnl".  Set it while nothing runs, like the
- * threads. */
+ * threads.  The dense products keep the promise on either backend
+ * (actc_set_gemm_backend): each tile is one single-threaded call of it. */
 ACTC_API actc_status actc_set_deterministic(int on);
 /* 1 in deterministic mode, else 0. */
 ACTC_API int actc_get_deterministic(void);
+
+/* ------------------------------------------------------------------------ */
+/* The processor and the dense products                                      */
+/* ------------------------------------------------------------------------ */
+
+/* Vector instruction-set levels (actc_cpu_info.isa_level, openblas_level). */
+#define ACTC_ISA_BASE 0   /* SSE only                         */
+#define ACTC_ISA_AVX 1    /* AVX without AVX2 + FMA           */
+#define ACTC_ISA_AVX2 2   /* AVX2 and FMA                     */
+#define ACTC_ISA_AVX512 3 /* AVX-512 F, BW and VL (and AVX2)  */
+
+/* What the processor offers, read from cpuid once per process, and the
+ * kernels OpenBLAS loaded for it.  An extension counts only when the
+ * operating system saves its registers (XCR0), as a VM may hide some. */
+typedef struct actc_cpu_info {
+    char vendor[16];        /* "GenuineIntel", "AuthenticAMD"; "" off x86    */
+    char brand[64];         /* the brand string, e.g. "AMD EPYC"             */
+    int family, model, stepping; /* display family and model (Intel's
+                               Emerald Rapids: family 6, model 0xCF)        */
+    char features[192];     /* those found of: sse4.2 avx avx2 fma avx512f
+                               avx512bw avx512vl avx512_vnni avx512_bf16
+                               amx_tile amx_bf16 amx_int8, space-separated  */
+    int isa_level;          /* ACTC_ISA_*: the widest level usable          */
+    int amx;                /* AMX tiles present and their state enabled
+                               in XCR0 (on Linux a process still asks for
+                               them with arch_prctl; oneDNN does)           */
+    char openblas_core[32]; /* the kernel set OpenBLAS chose
+                               (openblas_get_corename: "Haswell", "Zen",
+                               "SkylakeX", "Prescott"...)                   */
+    int openblas_level;     /* ACTC_ISA_* of that kernel set                */
+    char openblas_config[96]; /* openblas_get_config(): its version and
+                               build options                                */
+    int openblas_generic;   /* 1: OpenBLAS runs kernels without AVX2 on a
+                               CPU that has AVX2 or more (Debian 12's
+                               OpenBLAS 0.3.21 on Intel models from 0xB0 on
+                               runs "Prescott", SSE3, 3-7x slower)           */
+    char dnnl_version[16];  /* oneDNN's version ("2.6.3"), "" in a build
+                               without it                                   */
+} actc_cpu_info;
+/* Fill *out.  ACTC_ERR_INVALID for NULL. */
+ACTC_API actc_status actc_get_cpu_info(actc_cpu_info *out);
+/* The name of an ACTC_ISA_* level: "sse", "avx", "avx2", "avx512". */
+ACTC_API const char *actc_isa_name(int level);
+/* Choose the backend of every dense product of the process (linear layers,
+ * attention, im2col convolutions, projections): "auto" (the default),
+ * "dnnl" (oneDNN's dnnl_sgemm, JIT kernels for the CPU's feature bits) or
+ * "openblas" (cblas_sgemm of the OpenBLAS the library is linked to).  auto
+ * is a function of the machine, not of a timing, so the same command gives
+ * the same bits on the same machine: oneDNN when OpenBLAS runs generic
+ * kernels (actc_cpu_info.openblas_generic; they took 2.1x oneDNN's time on
+ * a gpt-mini step's products), else OpenBLAS, so that machines whose
+ * OpenBLAS kernels are tuned keep their results (there the two backends'
+ * steps were within 15% of each other, each faster on some models:
+ * bench/RESULTS.md, "CPU speed"); OpenBLAS in a build without oneDNN.  Results differ
+ * between backends in the last bits of the sums (as between thread
+ * counts).  "dnnl" in a build without oneDNN, or on an x86 CPU without
+ * SSE4.2, and unknown names fail with ACTC_ERR_INVALID and change nothing.
+ * The library reads no environment; the actc command passes its --gemm (or
+ * ACTC_GEMM) here.  Set it while nothing runs, like the threads. */
+ACTC_API actc_status actc_set_gemm_backend(const char *name);
+/* The setting: "auto", "dnnl" or "openblas". */
+ACTC_API const char *actc_get_gemm_backend(void);
+/* The backend products run on now: "dnnl" or "openblas" (auto resolved). */
+ACTC_API const char *actc_gemm_backend_in_use(void);
+/* Why: auto's reason ("OpenBLAS loaded its Prescott kernels (sse) on this
+ * avx512 CPU: generic"), or "forced (actc_set_gemm_backend)".  Static
+ * storage.
+ * A product oneDNN refuses (it refuses only arguments OpenBLAS refuses too)
+ * runs on OpenBLAS. */
+ACTC_API const char *actc_gemm_backend_reason(void);
 
 /* ------------------------------------------------------------------------ */
 /* Tensors                                                                   */
@@ -242,7 +313,9 @@ typedef struct actc_tensor {
     int ndim;
     int shape[ACTC_MAX_DIMS];
     size_t numel;
-    float *data;               /* numel floats; NULL after the data is freed  */
+    float *data;               /* numel floats, from the library's allocator
+                                  (actc_tensor_new and friends); NULL after
+                                  the data is freed                           */
     struct actc_tensor *grad;  /* dL/d(this), same shape; NULL until set      */
     actc_mem_cat cat;          /* category of data                            */
     int requires_grad;         /* gradients flow to (or through) this tensor  */
@@ -256,6 +329,11 @@ typedef struct actc_tensor {
                                   to the gradient in this backward            */
     struct actc_grad_state *gstate_; /* parameters: a gradient form other than
                                   dense fp32 (actc_grad_info), or NULL        */
+    struct actc_tensor *base_; /* a loaded save's view: the tensor whose data
+                                  it shares (one reference to it), or NULL    */
+    uint32_t version_;         /* bumped by actc_tensor_mark_changed           */
+    int store_refs_;           /* saves holding the data by reference: while
+                                  any does, its bytes count as CONTEXT        */
 } actc_tensor;
 
 /* New tensor with uninitialised data in category cat. NULL on failure. */
@@ -270,8 +348,17 @@ ACTC_API actc_tensor *actc_param_new(int ndim, const int *shape, const char *nam
 ACTC_API actc_tensor *actc_tensor_retain(actc_tensor *t);
 /* Drop one owner.  When the last owner goes, the data is freed at once (this is
  * how forward intermediates die as soon as their consumers have run); the
- * struct itself lives on while the tape still routes gradients through it. */
+ * struct itself lives on while the tape still routes gradients through it.
+ * A save the store keeps in fp32 is one of the owners (see actc_load). */
 ACTC_API void actc_tensor_release(actc_tensor *t);
+/* Say that t's data was written in place (t NULL: nothing).  Call it after
+ * writing into a tensor that already existed, as actc's own in-place writers
+ * (optimizers, checkpoint loading, running statistics) do: the store keeps
+ * fp32 saves by reference, not as copies, and a load of a save whose tensor
+ * changed since the save fails with ACTC_ERR_STATE ("modified in place after
+ * it was saved for backward") instead of giving a wrong gradient.  Operators
+ * that write only into tensors they just made need not call it. */
+ACTC_API void actc_tensor_mark_changed(actc_tensor *t);
 /* 1 if the two tensors have the same ndim and shape. */
 ACTC_API int actc_same_shape(const actc_tensor *a, const actc_tensor *b);
 /* Write "[2, 3, 4]" into buf. Returns buf. */
@@ -573,7 +660,9 @@ typedef struct {
     size_t backward_peak;         /* peak of stored_bytes during that backward */
     double encode_s, decode_s;    /* seconds in the codecs' encode and decode
                                      since the reset (every pass: forward,
-                                     backward, recomputes, GACT's measuring) */
+                                     backward, recomputes, GACT's measuring;
+                                     an fp32 save, kept by reference, costs
+                                     none)                                    */
 } actc_store_stats;
 ACTC_API void actc_store_get_stats(const actc_ctx *ctx, actc_store_stats *out);
 /* One payload in the store (saves of the same tensor and kind share one). */
@@ -585,8 +674,10 @@ typedef struct {
     int ndim, shape[ACTC_MAX_DIMS];
     char codec[16];           /* the codec's name, or "recompute": a reference
                                  to a recompute region's output (actc_region_n),
-                                 no payload                                   */
-    size_t stored_bytes;      /* payload bytes (CONTEXT)                      */
+                                 no payload.  "fp32" holds the saved tensor
+                                 by reference (a parameter's: a copy)        */
+    size_t stored_bytes;      /* payload bytes (CONTEXT); for fp32, the
+                                 tensor's                                     */
     size_t fp32_bytes;        /* its share of the fp32 reference (each tensor
                                  is counted once)                             */
     int loads;                /* loads still expected                         */
@@ -613,7 +704,7 @@ ACTC_API void actc_store_reset_peak(actc_ctx *ctx);
  *     return y;
  *   (node NULL with ACTC_OK: nothing is recorded, so nothing is saved.)
  * backward (returns ACTC_OK or the status of the first failure):
- *     actc_tensor *x = actc_load(ctx, node, 0);
+ *     actc_tensor *x = actc_load(ctx, node, 0);   read-only (see actc_load)
  *     if (!x) return actc_last_status();
  *     float *gx;
  *     actc_status st = actc_grad_buffer(ctx, node->inputs[0], &gx);
@@ -664,7 +755,10 @@ ACTC_API actc_status actc_node_new(actc_ctx *ctx, const char *op, actc_backward_
                                    actc_node **out);
 /* Keep t for node's backward, as `kind`.  Saves are loaded back by their
  * order: the k-th actc_save on a node is actc_load(ctx, node, k).  The same
- * tensor saved twice with the same kind is stored once. */
+ * tensor saved twice with the same kind is stored once.  A save stored in
+ * fp32 keeps a reference to t instead of a copy (a parameter's is copied):
+ * t's data then lives until backward loads it, counted as CONTEXT, and t
+ * must not be written in place before that (actc_tensor_mark_changed). */
 ACTC_API actc_status actc_save(actc_ctx *ctx, actc_node *node, const actc_tensor *t,
                                actc_save_kind kind);
 /* As actc_save, declaring what the save is (role NULL: ACTC_ROLE_UNKNOWN,
@@ -733,9 +827,16 @@ ACTC_API actc_status actc_project(const actc_projection *p, const float *x, int 
 /* out[rows x n] += alpha * u[rows x rank] P^T: back from the subspace. */
 ACTC_API actc_status actc_project_back(const actc_projection *p, const float *u, int rows, float alpha,
                                        float *out);
-/* Decode the k-th saved tensor of node into a new SCRATCH tensor of the
- * original shape (MASK: 0/1 floats, INDEX: integer floats).  The caller
- * releases it.  The store frees an entry once every save of it was loaded. */
+/* The k-th saved tensor of node, as a new tensor of the original shape
+ * (MASK: 0/1 floats, INDEX: integer floats) that the caller releases.  The
+ * store frees an entry once every save of it was loaded.
+ * Treat the result as read-only.  A save stored in fp32 (the `none` policy,
+ * EXACT saves, any save a policy keeps exact) is a reference to the saved
+ * tensor, not a copy, and the loaded tensor shares its data: writing into
+ * it would change the saved tensor (and other loads of it); copy it first
+ * (actc_tensor_copy) to work in place.  Other saves are decoded into a
+ * SCRATCH tensor.  NULL with ACTC_ERR_STATE when the saved tensor was
+ * written in place after the save (see actc_tensor_mark_changed). */
 ACTC_API actc_tensor *actc_load(actc_ctx *ctx, actc_node *node, int k);
 /* 1 if the k-th save of node, not loaded yet, is stored exactly (fp32 or an
  * integer index), 0 if the policy stored it lossy (or k is not pending).  An
@@ -746,7 +847,8 @@ ACTC_API int actc_saved_lossless(const actc_ctx *ctx, const actc_node *node, int
  * node into dst (nrows * numel / shape[0] floats) and leave the save in the
  * store: for an operator that walks a saved tensor a chunk of samples at a
  * time, so its decoded copy never exists whole.  The store drops the save
- * when the node's backward returns (or at actc_load). */
+ * when the node's backward returns (or at actc_load).  ACTC_ERR_STATE as
+ * actc_load when the saved tensor changed in place. */
 ACTC_API actc_status actc_load_rows(actc_ctx *ctx, actc_node *node, int k, int row0, int nrows, float *dst);
 /* For a backward function: in *out, the gradient buffer of t (t->grad's
  * data, t->numel floats) to accumulate its contribution into (+=), made

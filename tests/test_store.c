@@ -4,6 +4,8 @@
  * allocator are back to where they started after backward. */
 #include "testutil.h"
 #include "ops/conv2d_internal.h"
+#include "autograd/autograd.h"
+#include "policy/policy.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +58,11 @@ static actc_tensor *t_sum(actc_ctx *ctx, actc_tensor *x)
 #define SAVER_MAX 4
 static actc_store_stats g_after[SAVER_MAX];
 static int g_nloads;
+/* Per load: the loaded tensor's data and whether it was x's own struct, and
+ * the allocator's CONTEXT and ACT bytes once it was released. */
+static const float *g_loaded_data[SAVER_MAX];
+static int g_loaded_x[SAVER_MAX];
+static size_t g_ctx_after[SAVER_MAX], g_act_after[SAVER_MAX];
 
 static actc_status saver_backward(actc_ctx *ctx, actc_node *node)
 {
@@ -64,7 +71,11 @@ static actc_status saver_backward(actc_ctx *ctx, actc_node *node)
         actc_tensor *t = actc_load(ctx, node, k);
         if (!t) return actc_last_status();
         assert_int_equal(t->numel, x->numel);
+        g_loaded_data[g_nloads] = t->data;
+        g_loaded_x[g_nloads] = t == x;
         actc_tensor_release(t);
+        g_ctx_after[g_nloads] = context_bytes();
+        g_act_after[g_nloads] = act_bytes();
         actc_store_get_stats(ctx, &g_after[g_nloads++]);
     }
     float *gx;
@@ -208,8 +219,12 @@ static void test_grad_adopt(void **state)
 
 /* The _take forms (convolution, batch norm, ReLU, addition) compute in the input's
  * buffer when the caller held its only reference, and otherwise behave like
- * the plain forms: same outputs, same gradients, same saves. */
-static void take_chain(int take, int share, int s4[4], float *out, float *gin, size_t *act_peak)
+ * the plain forms: same outputs, same gradients, same saves.  Under a policy
+ * that stores copies the consumed inputs' buffers are free for the outputs;
+ * under `none` the store holds the inputs themselves (by reference), so the
+ * take forms find them shared and write elsewhere. */
+static void take_chain(const char *policy, int take, int share, int s4[4], float *out, float *gin,
+                       size_t *act_peak, size_t *total_peak)
 {
     int cs[1] = {s4[1]}, ws[4] = {s4[1], s4[1], 3, 3};
     actc_tensor *x = tu_rand(4, s4, 8, -1, 1, 1);
@@ -218,6 +233,7 @@ static void take_chain(int take, int share, int s4[4], float *out, float *gin, s
     tu_fill_uniform(g, 3, 0.5f, 1.5f);
     tu_fill_uniform(w, 4, -0.3f, 0.3f);
     actc_ctx *ctx = actc_ctx_new();
+    assert_int_equal(actc_ctx_set_policy(ctx, policy), ACTC_OK);
     actc_mem_reset_peak();
     actc_tensor *h = actc_mul(ctx, x, x); /* an intermediate the chain may consume */
     actc_tensor *keep = share ? actc_tensor_retain(h) : NULL;
@@ -241,6 +257,7 @@ static void take_chain(int take, int share, int s4[4], float *out, float *gin, s
     actc_mem_stats ms;
     actc_mem_get_stats(&ms);
     *act_peak = ms.peak[ACTC_MEM_ACT];
+    *total_peak = ms.peak_total;
     if (keep) {
         assert_non_null(keep->data); /* a shared input keeps its values */
         actc_tensor_release(keep);
@@ -267,15 +284,16 @@ static void test_take_forms(void **state)
     int s4[4] = {4, 3, 5, 6};
     const size_t n = 360, bytes = n * sizeof(float);
     float o0[360], g0[360], o1[360], g1[360], o2[360], g2[360];
-    size_t p0, p1, p2;
-    take_chain(0, 0, s4, o0, g0, &p0);
-    take_chain(1, 0, s4, o1, g1, &p1);
-    take_chain(1, 1, s4, o2, g2, &p2);
+    size_t p0, p1, p2, t0, t1, t2;
+    /* bf16 copies every ACT save into its payload. */
+    take_chain("bf16", 0, 0, s4, o0, g0, &p0, &t0);
+    take_chain("bf16", 1, 0, s4, o1, g1, &p1, &t1);
+    take_chain("bf16", 1, 1, s4, o2, g2, &p2, &t2);
     assert_memory_equal(o0, o1, bytes);
     assert_memory_equal(g0, g1, bytes);
     assert_memory_equal(o0, o2, bytes);
     assert_memory_equal(g0, g2, bytes);
-    print_message("ACT peak of the forward: plain %zu, take %zu, take of a shared input %zu\n", p0, p1, p2);
+    print_message("bf16: ACT peak of the forward: plain %zu, take %zu, take of a shared input %zu\n", p0, p1, p2);
     /* plain: x, h and the convolution's output (then the batch norm's, the
      * ReLU's, the sum) are alive together; take: x and one buffer for the
      * whole chain (with oneDNN, which runs the convolution in place). */
@@ -283,6 +301,18 @@ static void test_take_forms(void **state)
     if (actc__conv_dnnl_compiled()) assert_int_equal(p1, 2 * bytes);
     else assert_true(p1 <= p0);
     assert_true(p2 > p1);
+    /* none: the saved inputs are held, not copied; the same values, and
+     * the take forms never need more than the plain ones. */
+    take_chain("none", 0, 0, s4, o1, g1, &p0, &t0);
+    assert_memory_equal(o0, o1, bytes);
+    take_chain("none", 1, 0, s4, o2, g2, &p1, &t1);
+    assert_memory_equal(o1, o2, bytes);
+    assert_memory_equal(g1, g2, bytes);
+    take_chain("none", 1, 1, s4, o2, g2, &p2, &t2);
+    assert_memory_equal(o1, o2, bytes);
+    assert_memory_equal(g1, g2, bytes);
+    print_message("none: total peak of the forward: plain %zu, take %zu, take of a shared input %zu\n", t0, t1, t2);
+    assert_true(t1 <= t0);
     assert_int_equal(tu_mem_now(), m0);
 }
 
@@ -588,6 +618,337 @@ static void test_dropout_ce_saves(void **state)
     assert_int_equal(tu_mem_now(), m0);
 }
 
+/* ---- saves kept by reference --------------------------------------------- */
+
+/* Under `none` a save holds the tensor, not a copy: its block moves from ACT
+ * to CONTEXT (once, however many entries hold it: here an ACT save, its
+ * duplicate and an EXACT save), stored_bytes is what the copies were, a
+ * load shares the data through a tensor of its own, no codec runs, and the
+ * block goes back to ACT when the last entry lets go. */
+static void test_reference_saves(void **state)
+{
+    (void)state;
+    size_t m0 = tu_mem_now();
+    int s[2] = {6, 40};
+    const size_t bytes = 240 * sizeof(float);
+    actc_tensor *x = tu_rand(2, s, 21, -1, 1, 1);
+    actc_ctx *ctx = actc_ctx_new();
+    assert_int_equal(actc_ctx_set_policy(ctx, "none"), ACTC_OK);
+    const size_t c0 = context_bytes(), a0 = act_bytes();
+    actc_save_kind kinds[3] = {ACTC_SAVE_ACT, ACTC_SAVE_ACT, ACTC_SAVE_EXACT};
+    g_nloads = 0;
+    actc_tensor *y = t_saver(ctx, x, kinds, 3); /* y: an ACT copy of x */
+    actc_store_stats st = store_stats(ctx);
+    assert_int_equal(st.n_saves, 3);
+    assert_int_equal(st.n_dedup, 1);
+    assert_int_equal(st.stored_bytes, 2 * bytes); /* two entries, as the two copies were */
+    assert_int_equal(st.fp32_bytes, bytes);
+    assert_int_equal(context_bytes(), c0 + bytes); /* one block */
+    assert_int_equal(act_bytes(), a0);             /* x left ACT, y joined it */
+    assert_true(st.encode_s == 0);
+    actc_store_item items[4];
+    assert_int_equal(actc_store_list(ctx, items, 4), 2);
+    for (int i = 0; i < 2; i++) {
+        assert_string_equal(items[i].codec, "fp32");
+        assert_int_equal(items[i].stored_bytes, bytes);
+    }
+    backward_sum(ctx, y);
+    assert_int_equal(g_nloads, 3);
+    for (int i = 0; i < 3; i++) {
+        assert_ptr_equal(g_loaded_data[i], x->data); /* no copy */
+        assert_false(g_loaded_x[i]);                 /* but a tensor of its own */
+    }
+    assert_int_equal(g_ctx_after[1], c0 + bytes); /* the EXACT entry still holds it */
+    assert_int_equal(g_ctx_after[2], c0);         /* back to ACT with the last */
+    /* x back, y's gradient (y itself went before backward) and the loss */
+    assert_int_equal(g_act_after[2], a0 + bytes + sizeof(float));
+    st = store_stats(ctx);
+    assert_true(st.encode_s == 0 && st.decode_s == 0);
+    actc_tensor_drop_grad(x);
+
+    /* The store's reference can be the last one: the data lives until
+     * backward, then goes. */
+    actc_tensor *x2 = tu_rand(2, s, 22, -1, 1, 1);
+    y = t_saver(ctx, x2, kinds, 1);
+    actc_tensor_release(x2); /* the caller's reference: x2's data stays */
+    assert_non_null(x2->data);
+    assert_int_equal(context_bytes(), c0 + bytes);
+    g_nloads = 0;
+    backward_sum(ctx, y);
+    assert_int_equal(g_ctx_after[0], c0); /* freed with the load */
+
+    /* A store cleared before backward (after an error) lets its references
+     * go: the tensor still held by the caller keeps its values in ACT, the
+     * one only the store held is freed. */
+    actc_tensor *x3 = tu_rand(2, s, 23, -1, 1, 1), *x4 = tu_rand(2, s, 24, -1, 1, 1);
+    float keep[240];
+    memcpy(keep, x3->data, sizeof keep);
+    actc_tensor *y3 = t_saver(ctx, x3, kinds, 3), *y4 = t_saver(ctx, x4, kinds, 2);
+    actc_tensor_release(x4);
+    assert_int_equal(context_bytes(), c0 + 2 * bytes);
+    actc_ctx_reset(ctx);
+    assert_int_equal(context_bytes(), c0);
+    assert_int_equal(store_stats(ctx).stored_bytes, 0);
+    assert_memory_equal(x3->data, keep, sizeof keep);
+    actc_ctx_reset(ctx); /* twice: nothing released twice */
+    actc_tensor_release(y3);
+    actc_tensor_release(y4);
+    actc_tensor_release(x3);
+    actc_ctx_free(ctx);
+    actc_tensor_release(x);
+    assert_int_equal(tu_mem_now(), m0);
+}
+
+/* A parameter's save is a copy (its bytes stay PARAM's, the optimizer
+ * writes it in place): a change after the save does not reach backward. */
+static void test_parameter_saves_copy(void **state)
+{
+    (void)state;
+    size_t m0 = tu_mem_now();
+    int s[1] = {16};
+    actc_tensor *p = actc_param_new(1, s, "p");
+    tu_fill_uniform(p, 25, -1, 1);
+    float before[16];
+    memcpy(before, p->data, sizeof before);
+    actc_ctx *ctx = actc_ctx_new();
+    actc_mem_stats a, b;
+    actc_mem_get_stats(&a);
+    actc_save_kind kinds[1] = {ACTC_SAVE_EXACT};
+    g_nloads = 0;
+    actc_tensor *y = t_saver(ctx, p, kinds, 1);
+    actc_mem_get_stats(&b);
+    assert_int_equal(b.current[ACTC_MEM_PARAM], a.current[ACTC_MEM_PARAM]);
+    assert_int_equal(b.current[ACTC_MEM_CONTEXT], a.current[ACTC_MEM_CONTEXT] + sizeof before);
+    for (int i = 0; i < 16; i++) p->data[i] += 1.0f;
+    actc_tensor_mark_changed(p);
+    backward_sum(ctx, y);
+    assert_true(g_loaded_data[0] != p->data);
+    assert_int_equal(context_bytes(), a.current[ACTC_MEM_CONTEXT]);
+    actc_tensor_drop_grad(p);
+    actc_tensor_release(p);
+    actc_ctx_free(ctx);
+    assert_int_equal(tu_mem_now(), m0);
+}
+
+/* A user's operator through the public API alone: y = 2 x, saving x, whose
+ * backward reads the save whole (mode 0) or by rows (mode 1). */
+static actc_status twice_backward(actc_ctx *ctx, actc_node *node)
+{
+    actc_tensor *x = node->inputs[0];
+    float *gx;
+    actc_status st = actc_grad_buffer(ctx, x, &gx);
+    if (st != ACTC_OK || !gx) return st;
+    if (node->iattr[0] == 0) {
+        actc_tensor *xs = actc_load(ctx, node, 0);
+        if (!xs) return actc_last_status();
+        actc_tensor_release(xs);
+    } else {
+        float row[64];
+        if ((st = actc_load_rows(ctx, node, 0, 0, 1, row)) != ACTC_OK) return st;
+    }
+    for (size_t i = 0; i < x->numel; i++) gx[i] += 2.0f * node->output->grad->data[i];
+    return ACTC_OK;
+}
+static actc_tensor *user_twice(actc_ctx *ctx, actc_tensor *x, int rows)
+{
+    actc_tensor *y = actc_tensor_new(ACTC_MEM_ACT, x->ndim, x->shape);
+    if (!y) return NULL;
+    for (size_t i = 0; i < x->numel; i++) y->data[i] = 2.0f * x->data[i];
+    actc_node *node;
+    actc_status st = actc_node_new(ctx, "user_twice", twice_backward, y, 1, &x, &node);
+    if (st == ACTC_OK && node) {
+        node->iattr[0] = rows;
+        st = actc_save(ctx, node, x, ACTC_SAVE_ACT);
+    }
+    if (st != ACTC_OK) {
+        actc_tensor_release(y);
+        return NULL;
+    }
+    return y;
+}
+
+/* A saved tensor written in place (and said so with
+ * actc_tensor_mark_changed) makes its load fail, naming the operator, the
+ * save and the shape, through actc_load and actc_load_rows alike; a store
+ * that kept a copy (bf16) still has the values of the save.  The same
+ * tensor saved again after the change is not de-duplicated. */
+static void test_modified_after_save(void **state)
+{
+    (void)state;
+    size_t m0 = tu_mem_now();
+    int s[2] = {3, 5};
+    for (int rows = 0; rows < 2; rows++)
+        for (int bf = 0; bf < 2; bf++) {
+            actc_tensor *x = tu_rand(2, s, 26, -1, 1, 1);
+            actc_ctx *ctx = actc_ctx_new();
+            assert_int_equal(actc_ctx_set_policy(ctx, bf ? "bf16" : "none"), ACTC_OK);
+            actc_tensor *y = user_twice(ctx, x, rows);
+            assert_non_null(y);
+            x->data[0] += 1.0f; /* what a careless in-place operator would do */
+            actc_tensor_mark_changed(x);
+            actc_tensor *loss = t_sum(ctx, y);
+            actc_tensor_release(y);
+            const actc_status st = actc_backward(ctx, loss);
+            actc_tensor_release(loss);
+            if (bf) {
+                assert_int_equal(st, ACTC_OK);
+            } else {
+                assert_int_equal(st, ACTC_ERR_STATE);
+                const char *msg = actc_last_error();
+                print_message("%s\n", msg);
+                assert_non_null(strstr(msg, "modified in place after it was saved for backward"));
+                assert_non_null(strstr(msg, "user_twice"));
+                assert_non_null(strstr(msg, "save 0"));
+                assert_non_null(strstr(msg, "[3, 5]"));
+                actc_clear_error();
+            }
+            actc_ctx_reset(ctx);
+            actc_tensor_drop_grad(x);
+            actc_ctx_free(ctx);
+            actc_tensor_release(x);
+        }
+
+    actc_tensor *x = tu_rand(2, s, 27, -1, 1, 1);
+    actc_ctx *ctx = actc_ctx_new();
+    actc_save_kind kinds[1] = {ACTC_SAVE_ACT};
+    actc_tensor *y1 = t_saver(ctx, x, kinds, 1);
+    actc_tensor_mark_changed(x);
+    actc_tensor *y2 = t_saver(ctx, x, kinds, 1);
+    assert_int_equal(store_stats(ctx).n_dedup, 0);
+    assert_int_equal(actc_store_list(ctx, NULL, 0), 2);
+    actc_ctx_reset(ctx);
+    actc_tensor_release(y1);
+    actc_tensor_release(y2);
+    actc_ctx_free(ctx);
+    actc_tensor_release(x);
+    assert_int_equal(tu_mem_now(), m0);
+}
+
+/* ---- every model family: references give the copies' gradients ---------- */
+
+/* The fp32 codec's functions at another address: the store copies what a
+ * policy answering it keeps (only actc_codec_fp32 itself is held). */
+static actc_codec g_fp32_copy;
+static actc_status copy_choose(actc_policy *p, const actc_save_desc *d, const actc_codec **codec,
+                               actc_codec_args *args)
+{
+    (void)p, (void)d, (void)args;
+    *codec = &g_fp32_copy;
+    return ACTC_OK;
+}
+
+/* How fp32 saves are kept: by reference (`none`), copied by the store
+ * (every one, EXACT ones too), or copied because the policy's codec is not
+ * actc_codec_fp32 (ACT saves). */
+enum { KEEP_REF, KEEP_STORE_COPY, KEEP_POLICY_COPY };
+
+/* The gradients of every parameter (concatenated, malloc'ed; *n floats) and
+ * the loss after one step of model `name` at a tiny shape.  regions 1: plan
+ * every recompute region (blocks, norms, activations) for recompute; 2: the
+ * textbook attention (it saves the probabilities). */
+static float *model_grads(const char *name, int keep, int regions, size_t *n, float *loss_out)
+{
+    actc_model_opts mo = actc_model_default_opts();
+    mo.seed = 31;
+    if (regions == 2) mo.attention = ACTC_ATTN_NAIVE;
+    const int lm = actc_model_name_takes_tokens(name), graph = actc_model_name_takes_graph(name);
+    actc_graph *g = NULL;
+    if (lm) {
+        mo.n_layers = 2, mo.width = 32, mo.n_heads = 4, mo.context = 16, mo.vocab = 48;
+    } else if (graph) {
+        actc_sbm_opts so = actc_sbm_default_opts();
+        so.n = 60, so.classes = 3, so.n_features = 8, so.degree = 5, so.n_train = 30, so.n_val = 10, so.seed = 4;
+        assert_int_equal(actc_graph_sbm(&so, &g), ACTC_OK);
+        mo.in_channels = g->n_features, mo.in_h = mo.in_w = 1, mo.num_classes = g->n_classes;
+        mo.width = 8, mo.n_heads = 2, mo.n_layers = 2, mo.dropout = 0.2f;
+    } else {
+        mo.in_h = mo.in_w = 8, mo.width = 24, mo.dropout = 0.25f;
+    }
+    actc_model *m;
+    if (actc_model_create(name, &mo, &m) != ACTC_OK) fail_msg("%s: %s", name, actc_last_error());
+    actc_ctx *ctx = actc_ctx_new();
+    if (keep == KEEP_POLICY_COPY) {
+        g_fp32_copy = actc_codec_fp32;
+        actc_policy *p;
+        assert_int_equal(actc__policy_new("test-fp32-copy", 0, copy_choose, &p), ACTC_OK);
+        assert_int_equal(actc__ctx_install_policy(ctx, p), ACTC_OK);
+    } else {
+        assert_int_equal(actc_ctx_set_policy(ctx, "none"), ACTC_OK);
+    }
+    ctx->fp32_copies = keep == KEEP_STORE_COPY;
+    for (int r = 0; regions == 1 && r < ACTC_REGION_NKINDS; r++)
+        if (r != ACTC_REGION_ATTN) assert_int_equal(actc_ctx_set_region_plan(ctx, r, ACTC_PLAN_RECOMPUTE), ACTC_OK);
+    actc_tensor *logits, *x = NULL;
+    const int B = 3, T = 12;
+    int32_t ids[36], labels[36];
+    actc_source *src = NULL;
+    actc_batch b;
+    for (int i = 0; i < B * T; i++) ids[i] = (int32_t)((i * 7 + 3) % 48), labels[i] = (int32_t)((i * 5 + 1) % 48);
+    if (lm) {
+        logits = actc_model_forward_tokens(m, ctx, ids, B, T);
+    } else if (graph) {
+        assert_int_equal(actc_source_graph(g, 0, &src), ACTC_OK);
+        assert_int_equal(actc_source_get(src, 0, 0, 0, &b), ACTC_OK);
+        logits = actc_model_forward_batch(m, ctx, &b);
+    } else {
+        int xs[4] = {4, 1, 8, 8};
+        x = tu_rand(4, xs, 32, -1, 1, 0);
+        for (int i = 0; i < 4; i++) labels[i] = i % 10;
+        logits = actc_model_forward(m, ctx, x);
+    }
+    if (!logits) fail_msg("%s forward: %s", name, actc_last_error());
+    actc_tensor *loss = actc_cross_entropy(ctx, logits, graph ? b.labels : labels, -1, NULL);
+    actc_tensor_release(logits);
+    assert_non_null(loss);
+    *loss_out = loss->data[0];
+    if (actc_backward(ctx, loss) != ACTC_OK) fail_msg("%s backward: %s", name, actc_last_error());
+    actc_tensor_release(loss);
+    actc_tensor **params;
+    const int np = actc_model_params(m, &params);
+    *n = 0;
+    for (int i = 0; i < np; i++) *n += params[i]->numel;
+    float *out = calloc(*n, sizeof *out);
+    assert_non_null(out);
+    size_t o = 0;
+    for (int i = 0; i < np; i++) {
+        if (params[i]->grad) memcpy(out + o, params[i]->grad->data, params[i]->numel * sizeof(float));
+        o += params[i]->numel;
+    }
+    actc_tensor_release(x);
+    actc_source_free(src);
+    actc_model_zero_grad(m);
+    actc_ctx_free(ctx);
+    actc_model_free(m);
+    actc_graph_free(g);
+    return out;
+}
+
+static void test_models_references_match_copies(void **state)
+{
+    (void)state;
+    size_t m0 = tu_mem_now();
+    static const struct {
+        const char *name;
+        int regions;
+    } runs[] = {{"mlp", 0},   {"resnet20", 0}, {"gpt", 0}, {"gpt", 1}, {"gpt", 2},
+                {"llama", 0}, {"llama", 1},    {"gcn", 0}, {"gat", 0}, {"gcnii", 0}};
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+        size_t n[3];
+        float loss[3], *gr[3];
+        for (int k = 0; k < 3; k++) gr[k] = model_grads(runs[r].name, k, runs[r].regions, &n[k], &loss[k]);
+        static const char *const how[] = {"", " (recomputed regions)", " (textbook attention)"};
+        print_message("%-9s%s: %zu gradients, loss %.6f\n", runs[r].name, how[runs[r].regions], n[0],
+                      (double)loss[0]);
+        for (int k = 1; k < 3; k++) {
+            assert_int_equal(n[k], n[0]);
+            assert_memory_equal(&loss[k], &loss[0], sizeof loss[0]);
+            assert_memory_equal(gr[k], gr[0], n[0] * sizeof(float));
+        }
+        for (int k = 0; k < 3; k++) free(gr[k]);
+    }
+    assert_int_equal(tu_mem_now(), m0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -599,6 +960,10 @@ int main(void)
         cmocka_unit_test(test_maxpool_index_bytes),
         cmocka_unit_test(test_chain_policies),
         cmocka_unit_test(test_dedup),
+        cmocka_unit_test(test_reference_saves),
+        cmocka_unit_test(test_parameter_saves_copy),
+        cmocka_unit_test(test_modified_after_save),
+        cmocka_unit_test(test_models_references_match_copies),
         cmocka_unit_test(test_dropout_ce_saves),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

@@ -42,7 +42,7 @@ typedef struct {
 } command;
 #define MAX_FLAGS 64
 extern const command cmd_train_def, cmd_eval_def, cmd_generate_def, cmd_maxbatch_def, cmd_inspect_def,
-    cmd_variance_def, cmd_graph_def, cmd_bench_def;
+    cmd_variance_def, cmd_graph_def, cmd_bench_def, cmd_info_def;
 
 /* ---- graphs (tools/cmd_graph.c) ---- */
 /* The default Fashion-MNIST kNN graph file that `actc graph build` writes
@@ -71,6 +71,22 @@ int cli_check_policy(const char *spec, const char *flag);
 /* The same for a model built with opts (NULL: the defaults). */
 int cli_check_model(const char *name, const actc_model_opts *opts, const char *flag);
 double now_seconds(void);
+
+/* ---- the machine (tools/machine.c) ---- */
+/* actc_set_gemm_backend(name), or the library's reason under `what` on
+ * stderr and 2. */
+int cli_set_gemm(const char *name, const char *what);
+/* One line: the CPU, its vector level and the dense products' backend with
+ * the reason. */
+void cli_machine_line(FILE *f);
+/* A warning line when the dense products run on OpenBLAS's generic kernels
+ * on a CPU that has better ones; returns 1 if it printed. */
+int cli_machine_warn(FILE *f);
+/* The machine as JSON members (no braces): "cpu":{...},"openblas":{...},
+ * "dnnl":"...","gemm":{...},"conv":"...","threads":N,"deterministic":0|1. */
+void cli_machine_json(FILE *f);
+/* s as a JSON string, quoted and escaped. */
+void cli_json_string(FILE *f, const char *s);
 
 /* ---- data parallelism (tools/dist.c) ---- */
 typedef struct {

@@ -15,7 +15,7 @@
 
 typedef struct {
     const char *model, *compress, *optim, *schedule, *log_path, *save_path, *resume_path, *init_path, *progress;
-    const char *data_spec, *attention, *split;
+    const char *data_spec, *attention, *split, *gemm;
     int epochs, batch, threads, augment, nesterov, width, log_every, eval_batch, accum, deterministic, grad_bits;
     int grad_comm;
     size_t bucket;
@@ -91,6 +91,7 @@ static void build_flags(flag_def *f, void *opts)
         {"--seed", F_U64, &o->seed, "N", "seed of initialisation, data order and rounding (1)", 0},
         {"--threads", F_INT, &o->threads, "N", "threads (default: all cores)", 0},
         {"--deterministic", F_BOOL, &o->deterministic, "", "the same losses at any thread count (slower: see the README)", 0},
+        {"--gemm", F_STR, &o->gemm, "NAME", "dense products on auto, dnnl (oneDNN) or openblas (auto: see actc info; ACTC_GEMM)", 0},
         {"--mem-budget", F_BYTES, &o->budget, "SIZE", "fail cleanly past this many bytes (e.g. 512MiB)", 0},
         {"--log", F_STR, &o->log_path, "FILE", "append JSON lines (steps and epochs) to FILE", 0},
         {"--log-every", F_INT, &o->log_every, "N", "log a step record every N steps (50)", 0},
@@ -175,6 +176,16 @@ static void run_free(run_state *r)
     actc_mem_set_budget(0);
 }
 
+/* A backend forced (--gemm or ACTC_GEMM, set before the note is made), as
+ * a flag of the note: the dense products' last bits depend on it, so a
+ * resumed run keeps it (auto is not written: it resolves again on the
+ * machine that resumes). */
+static const char *gemm_note(void)
+{
+    const char *g = actc_get_gemm_backend();
+    return !strcmp(g, "dnnl") ? " --gemm=dnnl" : !strcmp(g, "openblas") ? " --gemm=openblas" : "";
+}
+
 /* The command's own recipe, which the trainer does not keep (the model's
  * shape and the trainer's options are in the checkpoint's records): into
  * buf as flags for --resume, eval and generate.  Returns the length
@@ -183,19 +194,19 @@ static int format_note(const train_opts *o, int lm, char *buf, size_t cap)
 {
     if (graph_spec(o->data_spec)) {
         const int keep = !strchr(o->data_spec, ' ') && (!o->split || !strchr(o->split, ' '));
-        return snprintf(buf, cap, "--epochs=%d --epoch-steps=%d%s%s%s%s%s", o->epochs, o->epoch_steps,
+        return snprintf(buf, cap, "--epochs=%d --epoch-steps=%d%s%s%s%s%s%s", o->epochs, o->epoch_steps,
                         keep ? " --data=" : "", keep ? o->data_spec : "", keep && o->split ? " --split=" : "",
-                        keep && o->split ? o->split : "", o->deterministic ? " --deterministic" : "");
+                        keep && o->split ? o->split : "", o->deterministic ? " --deterministic" : "", gemm_note());
     }
     /* A --data path with a space cannot be a flag of the space-separated
      * note: it is left out (resume and eval then need --data again). */
     const int keep_data = lm && !strchr(o->data_spec, ' ');
     const char *det = o->deterministic ? " --deterministic" : "";
-    return lm ? snprintf(buf, cap, "--epochs=%d --batch=%d --seq=%d --epoch-steps=%d --eval-tokens=%llu%s%s%s", o->epochs,
-                         o->batch, o->seq, o->epoch_steps, (unsigned long long)o->eval_tokens,
-                         keep_data ? " --data=" : "", keep_data ? o->data_spec : "", det)
-              : snprintf(buf, cap, "--epochs=%d --batch=%d --augment=%d --limit-train=%d%s", o->epochs, o->batch,
-                         o->augment, o->data.limit_train, det);
+    return lm ? snprintf(buf, cap, "--epochs=%d --batch=%d --seq=%d --epoch-steps=%d --eval-tokens=%llu%s%s%s%s",
+                         o->epochs, o->batch, o->seq, o->epoch_steps, (unsigned long long)o->eval_tokens,
+                         keep_data ? " --data=" : "", keep_data ? o->data_spec : "", det, gemm_note())
+              : snprintf(buf, cap, "--epochs=%d --batch=%d --augment=%d --limit-train=%d%s%s", o->epochs, o->batch,
+                         o->augment, o->data.limit_train, det, gemm_note());
 }
 
 /* The recipe a checkpoint records (a file of actc 0.1 keeps all of it in
@@ -764,6 +775,7 @@ static int run_train(train_opts *po, flag_def *flags, int argc, char **argv, con
         fprintf(stderr, "error: --deterministic: %s\n", actc_last_error());
         return 2;
     }
+    if (o.gemm && (rc = cli_set_gemm(o.gemm, "--gemm"))) return rc;
     run_state r;
     memset(&r, 0, sizeof r);
     r.dist = *dist;
@@ -781,6 +793,18 @@ static int run_train(train_opts *po, flag_def *flags, int argc, char **argv, con
     printf("actc %s: model %s (%zu parameters, %s), policy %s, %d epoch(s) of %d %s, %d thread(s)%s\n",
            actc_version(), o.model, actc_model_num_params(m), actc_format_bytes(actc_model_num_params(m) * 4, pbuf, sizeof pbuf),
            to->policy, o.epochs, steps, bdesc, actc_get_threads(), o.deterministic ? ", deterministic" : "");
+    cli_machine_line(stdout);
+    cli_machine_warn(stderr);
+    if (r.log) {
+        fprintf(r.log, "{\"event\":\"start\",\"version\":\"%s\",\"model\":", actc_version());
+        cli_json_string(r.log, o.model);
+        fputs(",\"policy\":", r.log);
+        cli_json_string(r.log, to->policy);
+        fputc(',', r.log);
+        cli_machine_json(r.log);
+        fprintf(r.log, "}\n");
+        fflush(r.log);
+    }
     if (lm) {
         const actc_text_corpus *c = &r.corpus;
         const int T = r.T;

@@ -206,17 +206,6 @@ static int run_sampling(var_run *r, const var_opts *o)
 
 /* ---- output ------------------------------------------------------------------------ */
 
-static void json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\') fputc('\\', f);
-        if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", (unsigned char)*s);
-        else fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
 /* The ratio compression / sampling; NaN when sampling is 0 (shown as - / null). */
 static double ratio(double comp, double samp)
 {
@@ -233,18 +222,18 @@ static void print_json(const var_run *r, const var_opts *o, double comp_total, d
 {
     const welford *w = &r->acc;
     printf("{\"model\":");
-    json_string(stdout, actc_model_name(r->model));
+    cli_json_string(stdout, actc_model_name(r->model));
     printf(",\"policy\":");
-    json_string(stdout, r->policy);
+    cli_json_string(stdout, r->policy);
     printf(",\"batch\":%d,\"repeats\":%d,\"warmup\":%d,\"seed\":%llu,\"checkpoint\":", o->batch, o->repeats,
            o->warmup, (unsigned long long)o->seed);
-    if (o->checkpoint) json_string(stdout, o->checkpoint);
+    if (o->checkpoint) cli_json_string(stdout, o->checkpoint);
     else printf("null");
     printf(",\"loss\":%.9g,\"params\":[", r->batch_loss);
     for (int p = 0; p < w->np; p++) {
         const actc_tensor *t = w->params[p];
         printf("%s{\"name\":", p ? "," : "");
-        json_string(stdout, t->name);
+        cli_json_string(stdout, t->name);
         printf(",\"shape\":[");
         for (int d = 0; d < t->ndim; d++) printf("%s%d", d ? "," : "", t->shape[d]);
         printf("],\"numel\":%zu,\"compression\":%.9g,\"sampling\":%.9g,\"ratio\":", t->numel, r->comp[p],

@@ -9,7 +9,7 @@
 
 static const command *const commands[] = {&cmd_train_def,   &cmd_eval_def,    &cmd_generate_def,
                                           &cmd_maxbatch_def, &cmd_inspect_def, &cmd_variance_def,
-                                          &cmd_graph_def,   &cmd_bench_def};
+                                          &cmd_graph_def,   &cmd_bench_def,   &cmd_info_def};
 #define N_COMMANDS (sizeof commands / sizeof *commands)
 
 static const char *const EXAMPLES =
@@ -22,9 +22,11 @@ static const char *const EXAMPLES =
     "  actc inspect --model resnet20 --compress gact:4\n"
     "  actc variance --model resnet20 --compress bf16 --batch 64 --repeats 4\n"
     "  actc graph sbm --nodes 100000 --out sbm.graph && actc graph info sbm.graph\n"
-    "  actc bench --suite quick --out bench-out/quick\n";
+    "  actc bench --suite quick --out bench-out/quick\n"
+    "  actc info\n";
 static const char *const ENVIRONMENT =
     "  ACTC_CONV=auto|dnnl|im2col   convolution backend (auto: oneDNN when built in, else im2col)\n"
+    "  ACTC_GEMM=auto|dnnl|openblas dense-product backend of every command (as train's --gemm; actc info)\n"
     "  ACTC_TEXT=PATH               the default text corpus of --data text\n"
     "  ACTC_GNUPLOT=PATH            the gnuplot that actc bench draws with (gnuplot)\n"
     "  ACTC_PYTHON=PATH             the python3 of actc bench's PyTorch peer (python3)\n";
@@ -126,7 +128,7 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < N_COMMANDS && !c; i++)
         if (!strcmp(cmd, commands[i]->name)) c = commands[i];
     if (!c) {
-        fprintf(stderr, "error: unknown command '%s' (train, eval, generate, maxbatch, inspect, variance, graph; see actc "
+        fprintf(stderr, "error: unknown command '%s' (train, eval, generate, maxbatch, inspect, variance, graph, bench, info; see actc "
                         "--help)\n", cmd);
         return 2;
     }
@@ -138,6 +140,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "error: ACTC_CONV: %s\n", actc_last_error());
         return 2;
     }
+    /* ACTC_GEMM=auto|dnnl|openblas picks the dense products' backend for
+     * every command (train's --gemm overrides it). */
+    const char *gemm = getenv("ACTC_GEMM");
+    if (gemm && cli_set_gemm(gemm, "ACTC_GEMM")) return 2;
     /* Over a file-size limit (ulimit -f) a write should fail with EFBIG and
      * the command say which file, not die of SIGXFSZ half-way through a
      * checkpoint (the library does not touch signals; the program may). */

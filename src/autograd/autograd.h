@@ -16,6 +16,10 @@ typedef struct {
     const actc_codec *codec;
     actc_codec_args args;
     void *blob;              /* CONTEXT-accounted payload; NULL once freed  */
+    actc_tensor *held;       /* an fp32 save kept by reference (no blob): the
+                                tensor (a view's base), one reference held,
+                                its block counted as CONTEXT; NULL otherwise */
+    uint32_t version;        /* the saved tensor's version_ at the save      */
     size_t bytes;            /* payload bytes                               */
     size_t fp32_bytes;       /* this entry's share of the fp32 reference    */
     size_t numel;
@@ -49,6 +53,9 @@ struct actc_ctx {
     int in_backward;         /* backward_peak is being tracked               */
     int exact_saves;         /* a recompute region's backward rerun: ACT
                                 saves are kept fp32 (they live only there)   */
+    int fp32_copies;         /* tests: keep fp32 saves as copies, not by
+                                reference (the store before references), to
+                                compare the two bit for bit                  */
     int n_regions;           /* recompute regions recorded since the reset   */
     uint64_t seed, step, key_counter;
     uint64_t stream;           /* actc_ctx_set_stream: the rank, or 0 */
@@ -90,7 +97,8 @@ actc_status actc__backward_nodes(actc_ctx *ctx, int lo);
  * they still hold too) and shorten the tape to lo. */
 void actc__tape_truncate(actc_ctx *ctx, int lo);
 void actc__store_free(actc_ctx *ctx);
-/* Decode the k-th save of node into a new tensor and leave it in the store. */
+/* The k-th save of node as actc_load gives it (a new tensor, decoded or
+ * sharing a save kept by reference), leaving it in the store. */
 actc_tensor *actc__store_peek(actc_ctx *ctx, actc_node *node, int k);
 /* actc_region_n for a one-input function (actc_region's NORM and ACT). */
 actc_tensor *actc__region_one(actc_ctx *ctx, actc_region_kind r, actc_segment_fn fn, void *user, actc_tensor *x);

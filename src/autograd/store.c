@@ -8,7 +8,20 @@
  * and again as the next convolution's ACT input counts once in fp32 (PyTorch
  * keeps that one tensor for both), under ACT.  A MASK save no ACT save shares
  * counts 4 bytes per element, and INDEX saves count 4 bytes per element (an
- * int32 index tensor). */
+ * int32 index tensor).
+ *
+ * References.  A save whose codec is the plain fp32 copy (`none`, EXACT
+ * saves, whatever a policy keeps exact) holds the tensor instead of a copy,
+ * as PyTorch does: copying cost 7-8% of a gpt-mini step under `none`.  The
+ * entry owns one reference to the tensor that owns the block (a view's
+ * base), and while any entry holds it the block counts as CONTEXT, so the
+ * allocator still shows what the store keeps, once; stored_bytes counts the
+ * fp32 codec's size for each such entry, as it did for the copies.  A load
+ * hands out a view (a new tensor sharing the data), so callers release what
+ * they load as before and never see the saved tensor's own struct.  A write
+ * into the tensor after the save would change what backward reads: the
+ * entry keeps the tensor's version (actc_tensor_mark_changed) and a load
+ * after a change fails rather than give a wrong gradient. */
 #include "autograd.h"
 #include "../core/core.h"
 #include <math.h>
@@ -70,12 +83,54 @@ static void note_peak(actc_ctx *ctx)
     memcpy(st->fp32_by_kind, ctx->cur_fp32_by_kind, sizeof st->fp32_by_kind);
 }
 
+/* The tensor that owns t's block: t, or the base of a view.  The store
+ * takes references to it; a save does not write the data, so the const of
+ * actc_save's argument is about the values, which stay untouched. */
+static actc_tensor *data_owner(const actc_tensor *t) { return t->base_ ? t->base_ : (actc_tensor *)t; }
+
+/* Keep t by reference.  The block moves to CONTEXT with the first entry that
+ * holds it (de-duplicated saves share an entry; a tensor saved as ACT and as
+ * EXACT has two entries and one block, counted once by the allocator). */
+static void entry_hold(actc_store_entry *e, const actc_tensor *t)
+{
+    actc_tensor *o = actc_tensor_retain(data_owner(t));
+    if (o->store_refs_++ == 0) actc__mem_move(o->data, ACTC_MEM_CONTEXT);
+    e->held = o;
+}
+
+/* Drop the entry's reference.  With the last entry the block goes back to
+ * the tensor's category if someone else still owns the tensor (a loaded view,
+ * the model code); otherwise it is freed here, as CONTEXT. */
+static void entry_unhold(actc_store_entry *e)
+{
+    actc_tensor *o = e->held;
+    e->held = NULL;
+    if (--o->store_refs_ == 0 && o->refs_ > 1) actc__mem_move(o->data, o->cat);
+    actc_tensor_release(o);
+}
+
+/* ACTC_ERR_STATE when the tensor entry e holds was written in place after
+ * the save (the k-th of node): backward would read the new values. */
+static actc_status check_unchanged(const actc_store_entry *e, const actc_node *node, int k)
+{
+    if (!e->held || e->held->version_ == e->version) return ACTC_OK;
+    char shp[64];
+    return actc_set_error(ACTC_ERR_STATE,
+                          "save %d of operator %s%s%s (a tensor of shape %s) was modified in place after it was "
+                          "saved for backward (version %u at the save, %u now); an in-place write must come "
+                          "after backward, or work on a copy",
+                          k, node->op, node->scope_[0] ? " in " : "", node->scope_,
+                          actc_shape_str(e->held, shp, sizeof shp), (unsigned)e->version,
+                          (unsigned)e->held->version_);
+}
+
 static void entry_free(actc_ctx *ctx, actc_store_entry *e)
 {
-    if (e->pending <= 0 && !e->blob && !e->recompute) return;
+    if (e->pending <= 0 && !e->blob && !e->recompute && !e->held) return;
     actc_mem_free(e->blob);
     e->blob = NULL;
     e->recompute = NULL;
+    if (e->held) entry_unhold(e);
     ctx->st.stored_bytes -= e->bytes;
     ctx->cur_by_kind[e->kind] -= e->bytes;
     if (e->fp32_bytes) {
@@ -166,10 +221,12 @@ static actc_status save_entry(actc_ctx *ctx, actc_node *node, const actc_tensor 
     ctx->st.n_saves++;
     int k = node->n_slots_;
 
-    /* De-duplication: the same tensor saved again with the same kind. */
+    /* De-duplication: the same tensor saved again with the same kind, and
+     * not written in place since (then the values differ). */
+    const uint32_t version = data_owner(t)->version_;
     for (int i = ctx->n_entries - 1; i >= 0; i--) {
         actc_store_entry *e = &ctx->entries[i];
-        if (e->pending > 0 && e->tensor_id == t->id && e->kind == kind) {
+        if (e->pending > 0 && e->tensor_id == t->id && e->kind == kind && e->version == version) {
             e->pending++;
             node->slots_[node->n_slots_++] = i;
             ctx->st.n_dedup++;
@@ -214,8 +271,16 @@ static actc_status save_entry(actc_ctx *ctx, actc_node *node, const actc_tensor 
     }
     actc_store_entry *e = &ctx->entries[ctx->n_entries];
     memset(e, 0, sizeof *e);
+    /* A parameter is copied: its bytes are PARAM's for the whole run (moving
+     * them to CONTEXT while saved would misreport both), the optimizer
+     * writes it in place every step, and what operators save of one (a
+     * norm's gamma that is not read in place) is a vector, cheap to copy. */
+    const int by_ref = codec == &actc_codec_fp32 && !t->is_param && !ctx->fp32_copies;
     if (region) {
         e->recompute = region;
+    } else if (by_ref) {
+        e->bytes = codec->plan(&args, t->data, t->numel); /* the copy's size: the same stored_bytes */
+        entry_hold(e, t);
     } else {
         e->bytes = codec->plan(&args, t->data, t->numel);
         e->blob = actc_mem_alloc(ACTC_MEM_CONTEXT, e->bytes);
@@ -229,6 +294,7 @@ static actc_status save_entry(actc_ctx *ctx, actc_node *node, const actc_tensor 
         codec->encode(&args, t->data, t->numel, e->blob);
         ctx->st.encode_s += actc__now() - t0;
     }
+    e->version = version;
     e->tensor_id = t->id;
     e->ref_id = ref->id;
     e->saver = node;
@@ -309,14 +375,17 @@ int actc_saved_lossless(const actc_ctx *ctx, const actc_node *node, int k)
     return e->codec == &actc_codec_fp32 || e->codec == &actc_codec_index;
 }
 
-/* A new tensor holding entry e's values (the k-th save of node): decoded,
- * or for a reference to a recompute region, rerun. */
+/* A new tensor holding entry e's values (the k-th save of node): a view of
+ * the tensor it holds, decoded, or for a reference to a recompute region,
+ * rerun.  The caller releases it either way. */
 static actc_tensor *decode_entry(actc_ctx *ctx, actc_store_entry *e, const actc_node *node, int k)
 {
-    if (e->pending <= 0 || (!e->blob && !e->recompute)) {
+    if (e->pending <= 0 || (!e->blob && !e->recompute && !e->held)) {
         actc_set_error(ACTC_ERR_STATE, "save %d of operator %s is no longer in the store", k, node->op);
         return NULL;
     }
+    if (e->held) /* no copy, so no codec time */
+        return check_unchanged(e, node, k) == ACTC_OK ? actc__tensor_view(e->held) : NULL;
     if (e->recompute) {
         actc_tensor *y = actc__region_value(ctx, e->recompute);
         if (y && (y->numel != e->numel || y->ndim != e->ndim ||
@@ -375,7 +444,7 @@ actc_status actc_load_rows(actc_ctx *ctx, actc_node *node, int k, int row0, int 
                               node ? node->op : "?", node ? node->n_slots_ : 0);
     int slot = node->slots_[k];
     actc_store_entry *e = slot >= 0 ? &ctx->entries[slot] : NULL;
-    if (!e || e->pending <= 0 || (!e->blob && !e->recompute))
+    if (!e || e->pending <= 0 || (!e->blob && !e->recompute && !e->held))
         return actc_set_error(ACTC_ERR_STATE, "save %d of operator %s is no longer in the store", k, node->op);
     if (e->recompute) {
         /* rerun the region whole (chunked readers of a region's output pay
@@ -399,6 +468,11 @@ actc_status actc_load_rows(actc_ctx *ctx, actc_node *node, int k, int row0, int 
                               row0 + nrows, rows, node->op);
     if (nrows == 0) return ACTC_OK;
     const size_t d = e->numel / (size_t)rows;
+    if (e->held) { /* the rows themselves: a copy into dst, no codec */
+        actc_status s = check_unchanged(e, node, k);
+        if (s == ACTC_OK) actc__copy_floats(dst, e->held->data + (size_t)row0 * d, (size_t)nrows * d);
+        return s;
+    }
     const double t0 = actc__now();
     if (e->codec->decode_rows && e->ndim > 0) {
         e->codec->decode_rows(&e->args, e->blob, e->numel, (size_t)row0, (size_t)nrows, dst);
@@ -451,6 +525,7 @@ void actc__store_clear(actc_ctx *ctx)
             e->pending = 0;
             actc_mem_free(e->blob);
             e->blob = NULL;
+            if (e->held) entry_unhold(e);
         }
     }
     ctx->n_entries = 0;

@@ -89,7 +89,7 @@ actc_status actc_grad_adopt(actc_ctx *ctx, actc_tensor *t, actc_tensor *g)
         actc_tensor_release(g);
         return ACTC_OK;
     }
-    if (!actc_same_shape(t, g) || g->refs_ != 1) {
+    if (!actc_same_shape(t, g) || !actc__tensor_sole_owner(g)) { /* a loaded view's data is the save's */
         char st[64], sg[64];
         actc_shape_str(g, sg, sizeof sg); /* before g goes */
         actc_shape_str(t, st, sizeof st);

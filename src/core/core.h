@@ -16,6 +16,15 @@ actc_tensor *actc__tensor_header(actc_mem_cat cat, int ndim, const int *shape);
  * data); otherwise a new block of to's category.  Returns ACTC_OK, or
  * ACTC_ERR_OOM with the message set. */
 actc_status actc__tensor_give_data(actc_tensor *to, actc_tensor *from);
+/* 1 if the caller's reference is t's only one and t owns its buffer (not a
+ * view): only then may t's data be moved or written over in place.  A
+ * tensor the store keeps by reference has more than one. */
+int actc__tensor_sole_owner(const actc_tensor *t);
+/* A new tensor (its own id, no gradient, refs_ 1) sharing t's data: it
+ * holds one reference to t (to t's base if t is a view itself) and drops it
+ * when released.  The store's loads of a save kept by reference.  NULL with
+ * ACTC_ERR_OOM. */
+actc_tensor *actc__tensor_view(actc_tensor *t);
 /* Product of dims; 0 ndim -> 1 (scalar). */
 size_t actc__numel(int ndim, const int *shape);
 /* Seconds on a monotonic clock. */
@@ -41,11 +50,13 @@ void actc__thread_share(size_t total, size_t *lo, size_t *hi);
 #endif
 
 /* Row-major C = alpha op(A) op(B) + beta C (ta/tb: transpose A/B), every
- * dense product of the library: cblas_sgemm, or under
- * actc_set_deterministic the same product in tiles summed in an order
- * that does not depend on the thread count (gemm.c). */
+ * dense product of the library, on the backend actc_set_gemm_backend
+ * chose; under actc_set_deterministic the same product in tiles summed in
+ * an order that does not depend on the thread count (gemm.c). */
 void actc__sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
                  float beta, float *C, int ldc);
+/* The processor, read once per process (cpu.c). */
+const actc_cpu_info *actc__cpu(void);
 /* A parameter's gradient in a form other than dense (src/autograd/
  * gradient.c) starts with this header: a tensor owns its gradient in every
  * form, and core clears or frees it through release (destroy 0: drop the
@@ -65,9 +76,18 @@ int actc__projection_same(const actc_projection *a, const actc_projection *b);
 /* sum (a[i] - b[i])^2 in double, a or b NULL meaning zeros; in an order
  * that does not depend on the thread count. */
 double actc__sum_sq_diff(const float *a, const float *b, size_t n);
+/* Move the live block at p (from actc_mem_alloc) to category cat: its bytes
+ * leave the current count of its category and join cat's (whose peak may
+ * rise); the total does not change.  Returns the category it had.  The
+ * store counts a tensor it keeps by reference as CONTEXT this way. */
+actc_mem_cat actc__mem_move(void *p, actc_mem_cat cat);
 /* Free every block the allocator keeps for reuse (actc_mem_trim; also for
  * the process-wide teardown). */
 void actc__mem_release_cache(void);
+/* dst[0..n) = src[0..n), on the threads when n is large and the caller is
+ * not in a parallel region already (one thread's memcpy is a serial
+ * section that grows with the batch). */
+void actc__copy_floats(float *dst, const float *src, size_t n);
 /* Minimum of two sizes. */
 static inline size_t actc__min_sz(size_t a, size_t b) { return a < b ? a : b; }
 

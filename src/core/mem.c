@@ -255,18 +255,26 @@ void actc_mem_free(void *p)
     }
 }
 
-void actc_mem_retag(void *p, actc_mem_cat cat)
+/* A move changes no total: the block stays live, only its category's count
+ * goes from one to the other (so peak_total cannot move; the destination's
+ * peak can).  The category is written under the lock, as actc_mem_free
+ * reads it there. */
+actc_mem_cat actc__mem_move(void *p, actc_mem_cat cat)
 {
-    if (!p || (unsigned)cat >= ACTC_MEM_NCAT) return;
+    if (!p || (unsigned)cat >= ACTC_MEM_NCAT) return cat;
     blk_hdr *h = (blk_hdr *)((char *)p - ALIGN);
-    if (h->magic != BLK_MAGIC) abort();
+    if (h->magic != BLK_MAGIC) abort(); /* not ours, or freed: a bug */
     pthread_mutex_lock(&g_lock);
-    g_stats.current[h->cat] -= h->bytes;
+    const actc_mem_cat from = (actc_mem_cat)h->cat;
+    g_stats.current[from] -= h->bytes;
     g_stats.current[cat] += h->bytes;
     if (g_stats.current[cat] > g_stats.peak[cat]) g_stats.peak[cat] = g_stats.current[cat];
-    pthread_mutex_unlock(&g_lock);
     h->cat = (uint32_t)cat;
+    pthread_mutex_unlock(&g_lock);
+    return from;
 }
+
+void actc_mem_retag(void *p, actc_mem_cat cat) { (void)actc__mem_move(p, cat); }
 
 size_t actc_mem_size(const void *p)
 {

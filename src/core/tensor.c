@@ -2,7 +2,14 @@
  * data (refs_) and tape nodes routing gradients through the tensor
  * (tape_refs_).  Data dies with its last owner, so a forward intermediate is
  * freed as soon as the model code releases it after its consumers ran, while
- * the struct survives for backward. */
+ * the struct survives for backward.
+ *
+ * A view (actc__tensor_view) is a tensor of its own (id, gradient, tape
+ * references) whose data is another's: it holds one reference to that base
+ * tensor instead of a block, so the store can hand out a save it keeps by
+ * reference without a copy, and the loader's struct can be used as any
+ * fresh tensor.  A view's data is never moved (actc__tensor_give_data) or
+ * freed through it. */
 #include "core.h"
 #include <stdatomic.h>
 #include <stdio.h>
@@ -78,9 +85,27 @@ actc_tensor *actc_tensor_new(actc_mem_cat cat, int ndim, const int *shape)
     return t;
 }
 
+actc_tensor *actc__tensor_view(actc_tensor *t)
+{
+    actc_tensor *base = t->base_ ? t->base_ : t; /* views of views share the root */
+    actc_tensor *v = actc__tensor_header(base->cat, t->ndim, t->shape);
+    if (!v) return NULL;
+    v->data = base->data;
+    v->base_ = actc_tensor_retain(base);
+    return v;
+}
+
+int actc__tensor_sole_owner(const actc_tensor *t)
+{
+    /* The store's references and a view's base count in refs_. */
+    return t->refs_ == 1 && !t->base_;
+}
+
+/* Moving a buffer is safe only from its sole owner: a tensor the store holds
+ * by reference has refs_ > 1, and a view's buffer is its base's. */
 actc_status actc__tensor_give_data(actc_tensor *to, actc_tensor *from)
 {
-    if (from && from->refs_ == 1 && from->data && from->cat == to->cat && from->numel == to->numel &&
+    if (from && actc__tensor_sole_owner(from) && from->data && from->cat == to->cat && from->numel == to->numel &&
         !from->is_param) {
         to->data = from->data;
         from->data = NULL;
@@ -124,6 +149,13 @@ actc_tensor *actc_tensor_retain(actc_tensor *t)
     return t;
 }
 
+void actc_tensor_mark_changed(actc_tensor *t)
+{
+    if (!t) return;
+    t->version_++;
+    if (t->base_) t->base_->version_++; /* a view's data is its base's */
+}
+
 static void destroy(actc_tensor *t)
 {
     if (t->gstate_) t->gstate_->release(t, 1);
@@ -140,7 +172,13 @@ void actc_tensor_release(actc_tensor *t)
     if (!t) return;
     if (t->refs_ <= 0) abort(); /* double release: a bug in the caller */
     if (--t->refs_ > 0) return;
-    actc_mem_free(t->data);
+    if (t->base_) {
+        actc_tensor *base = t->base_;
+        t->base_ = NULL;
+        actc_tensor_release(base);
+    } else {
+        actc_mem_free(t->data);
+    }
     t->data = NULL;
     if (t->tape_refs_ == 0) destroy(t);
 }

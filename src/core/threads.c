@@ -1,8 +1,10 @@
 /* Thread count for OpenMP kernels and OpenBLAS (the OpenMP build of OpenBLAS
- * follows omp_set_num_threads; we also call its own setter). */
+ * follows omp_set_num_threads; we also call its own setter), each thread's
+ * share of a loop, and a copy on the threads. */
 #include "actc.h"
 #include "core.h"
 #include <omp.h>
+#include <string.h>
 
 void openblas_set_num_threads(int n);
 
@@ -14,6 +16,23 @@ void actc_set_threads(int n)
 }
 
 int actc_get_threads(void) { return omp_get_max_threads(); }
+
+/* 256 KiB a thread at least: below that the fork costs more than it saves. */
+#define COPY_PAR_MIN ((size_t)1 << 16)
+
+void actc__copy_floats(float *dst, const float *src, size_t n)
+{
+    if (n < 2 * COPY_PAR_MIN || omp_in_parallel()) {
+        memcpy(dst, src, n * sizeof *dst);
+        return;
+    }
+#pragma omp parallel
+    {
+        size_t lo, hi;
+        actc__thread_share(n, &lo, &hi);
+        memcpy(dst + lo, src + lo, (hi - lo) * sizeof *dst);
+    }
+}
 
 void actc__thread_share(size_t total, size_t *lo, size_t *hi)
 {

@@ -211,6 +211,7 @@ actc_status actc_dist_attach(actc_dist *d, actc_trainer *t, const actc_dist_opts
             if (rc != MPI_SUCCESS) return actc__mpi_error(rc, "MPI_Bcast of the weights");
             off += k;
         }
+        actc_tensor_mark_changed(p); /* rank 0's values, written in place */
     }
     d->order = malloc(((size_t)d->np + 1) * sizeof *d->order);
     d->bucket_of = malloc(((size_t)d->np + 1) * sizeof *d->bucket_of);

@@ -224,6 +224,6 @@ actc_tensor *actc_attention_naive(actc_ctx *ctx, actc_tensor *q, actc_tensor *k,
             }
         }
     }
-    actc_tensor_release(pall); /* the store holds its own copy */
+    actc_tensor_release(pall); /* the store holds a copy or a reference of its own */
     return y;
 }

@@ -201,22 +201,27 @@ static actc_status flash_backward(actc_ctx *ctx, actc_node *node)
     actc_status st = actc__attn_load(ctx, node, FLASH_NSAVES, t, &x);
     if (st != ACTC_OK) return st;
     x.o = t[3]->data;
-    x.lse = t[4]->data;
     const actc__attn_dims d = actc__attn_dims_of(node->inputs[0], node->iattr[IA_H]);
     const int bq = node->iattr[IA_BQ], bk = node->iattr[IA_BK], BH = d.B * d.H, nt = omp_get_max_threads();
     const size_t blk = (size_t)bq * bk;
     size_t stride;
     float *scratch = actc__attn_thread_scratch(nt, ACTC_FLASH_BWD_SCRATCH(bq, bk), &stride);
-    if (!scratch) {
+    /* The recomputed normaliser goes to a buffer of its own: the loaded one
+     * is read-only (an exact save shares the saved tensor's data). */
+    float *lse = renorm && scratch ? actc_mem_alloc(ACTC_MEM_SCRATCH, t[4]->numel * sizeof(float)) : NULL;
+    if (!scratch || (renorm && !lse)) {
+        actc_mem_free(scratch);
         actc__attn_release(FLASH_NSAVES, t);
         return actc_last_status();
     }
+    x.lse = renorm ? lse : t[4]->data;
 #pragma omp parallel for schedule(dynamic) num_threads(nt) if (BH > 1)
     for (int bh = 0; bh < BH; bh++) {
         float *s = scratch + (size_t)omp_get_thread_num() * stride;
-        if (renorm) lse_task(&d, &x, t[4]->data, bh / d.H, bh % d.H, bq, bk, s, s + blk, s + blk + bq);
+        if (renorm) lse_task(&d, &x, lse, bh / d.H, bh % d.H, bq, bk, s, s + blk, s + blk + bq);
         flash_bwd_task(&d, &x, bh / d.H, bh % d.H, bq, bk, s, s + blk, s + 2 * blk);
     }
+    actc_mem_free(lse);
     actc_mem_free(scratch);
     actc__attn_release(FLASH_NSAVES, t);
     return ACTC_OK;

@@ -43,8 +43,9 @@ typedef struct {
     float *gq, *gk, *gv;
 } actc__attn_bufs;
 
-/* Load saves 0..n-1 of node into t[] (SCRATCH copies; release with
- * actc__attn_release), and the gradient buffers of inputs q, k, v into b.
+/* Load saves 0..n-1 of node into t[] (read-only: decoded copies, or views
+ * of tensors saved exactly; release with actc__attn_release), and the
+ * gradient buffers of inputs q, k, v into b.
  * On failure everything loaded is released and the status returned. */
 actc_status actc__attn_load(actc_ctx *ctx, actc_node *node, int n, actc_tensor **t, actc__attn_bufs *b);
 void actc__attn_release(int n, actc_tensor **t);

@@ -241,6 +241,8 @@ static actc_tensor *bn_forward(actc_ctx *ctx, actc_tensor *x, actc_tensor *gamma
             rm[c] = (1.0f - m) * rm[c] + m * md[c];
             rv[c] = (1.0f - m) * rv[c] + m * vd[c] * unbias;
         }
+        actc_tensor_mark_changed(running_mean); /* buffers, written in place */
+        actc_tensor_mark_changed(running_var);
     }
     actc_tensor_release(mean);
     actc_tensor_release(rstd);

@@ -10,19 +10,32 @@
 #define BIAS_BLOCK 16
 #define BIAS_PAR_MIN ((size_t)1 << 15)
 
-void actc__bias_grad(const float *dy, int M, int F, float *db)
+/* Columns [o0, o1) of one block, summed over the M rows in row order: the
+ * lanes are columns, so the vector width (compiled per ISA level) changes
+ * no sum's order and every level gives the same bits. */
+ACTC_ISA_CLONES static void bias_block(const float *dy, int M, int F, int o0, int o1, float *db)
 {
-    const int nblk = (F + BIAS_BLOCK - 1) / BIAS_BLOCK;
-#pragma omp parallel for schedule(static) if ((size_t)M * F >= BIAS_PAR_MIN)
-    for (int blk = 0; blk < nblk; blk++) {
-        const int o0 = blk * BIAS_BLOCK, o1 = o0 + BIAS_BLOCK < F ? o0 + BIAS_BLOCK : F;
-        float acc[BIAS_BLOCK] = {0};
+    float acc[BIAS_BLOCK] = {0};
+    if (o1 - o0 == BIAS_BLOCK) { /* a whole line: a fixed trip count vectorises */
+        for (int m = 0; m < M; m++) {
+            const float *row = dy + (size_t)m * F + o0;
+            for (int o = 0; o < BIAS_BLOCK; o++) acc[o] += row[o];
+        }
+    } else {
         for (int m = 0; m < M; m++) {
             const float *row = dy + (size_t)m * F;
             for (int o = o0; o < o1; o++) acc[o - o0] += row[o];
         }
-        for (int o = o0; o < o1; o++) db[o] += acc[o - o0];
     }
+    for (int o = o0; o < o1; o++) db[o] += acc[o - o0];
+}
+
+void actc__bias_grad(const float *dy, int M, int F, float *db)
+{
+    const int nblk = (F + BIAS_BLOCK - 1) / BIAS_BLOCK;
+#pragma omp parallel for schedule(static) if ((size_t)M * F >= BIAS_PAR_MIN)
+    for (int blk = 0; blk < nblk; blk++)
+        bias_block(dy, M, F, blk * BIAS_BLOCK, blk * BIAS_BLOCK + BIAS_BLOCK < F ? blk * BIAS_BLOCK + BIAS_BLOCK : F, db);
 }
 
 static actc_status bias_backward(actc_ctx *ctx, actc_node *node)

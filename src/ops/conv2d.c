@@ -776,36 +776,48 @@ static actc_tensor *record_conv(actc_ctx *ctx, actc_tensor *x, actc_tensor *w, a
  * then every chunk's output goes to a chunk-sized scratch and over the
  * chunk's input, and y takes x's buffer.  Only when the caller held x's
  * only reference, y is as large as x and oneDNN runs the geometry; NULL
- * without an error otherwise (*err ACTC_OK), NULL with *err set on failure. */
+ * without an error otherwise (*err ACTC_OK), NULL with *err set on failure.
+ * When the save kept x by reference (the `none` policy) x is no longer the
+ * caller's alone, and y is computed into a buffer of its own. */
 static actc_tensor *conv_in_place(actc_ctx *ctx, actc_tensor *x, actc_tensor *w, actc_tensor *b, int stride,
                                   int pad, const conv_geom *g, actc_status *err)
 {
     int nb, unsup;
     const size_t xs = (size_t)g->C * g->plane, ys = (size_t)g->K * g->HW;
     *err = ACTC_OK;
-    if (x->refs_ != 1 || x->cat != ACTC_MEM_ACT || xs != ys || g->N == 0 ||
+    if (!actc__tensor_sole_owner(x) || x->cat != ACTC_MEM_ACT || xs != ys || g->N == 0 ||
         actc__conv_backend_for(g) != ACTC_CONV_DNNL)
         return NULL;
     if ((*err = actc__conv_dnnl_forward_plan(g, b != NULL, &nb, &unsup)) != ACTC_OK || unsup) return NULL;
     int yshape[4] = {g->N, g->K, g->Ho, g->Wo};
     actc_tensor *y = actc__tensor_header(ACTC_MEM_ACT, 4, yshape);
-    float *tmp = actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)nb * ys * sizeof(float));
-    if (!y || !tmp || !(y = record_conv(ctx, x, w, b, stride, pad, y))) {
+    if (!y || !(y = record_conv(ctx, x, w, b, stride, pad, y))) {
         *err = actc_last_status();
-        actc_mem_free(tmp);
+        return NULL;
+    }
+    /* Recording saved x: when the store kept it by reference (fp32) the
+     * caller's reference is no longer the only one and x must keep its
+     * values for backward, so each chunk's output goes straight to a buffer
+     * of y's own (the same chunks, so the same bits). */
+    const int in_place = actc__tensor_sole_owner(x);
+    float *tmp = in_place ? actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)nb * ys * sizeof(float)) : NULL;
+    if (in_place ? !tmp : (*err = actc__tensor_give_data(y, NULL)) != ACTC_OK) {
+        *err = actc_last_status();
         actc_tensor_release(y);
         return NULL;
     }
     float *xd = x->data;
+    if (in_place) actc_tensor_mark_changed(x); /* written over, chunk by chunk, below */
     for (int n0 = 0; n0 < g->N && *err == ACTC_OK; n0 += nb) {
         conv_geom gc = *g;
         gc.N = imin(nb, g->N - n0);
-        *err = actc__conv_dnnl_forward(&gc, xd + (size_t)n0 * xs, w->data, b ? b->data : NULL, tmp, &unsup);
+        float *out = in_place ? tmp : y->data + (size_t)n0 * ys;
+        *err = actc__conv_dnnl_forward(&gc, xd + (size_t)n0 * xs, w->data, b ? b->data : NULL, out, &unsup);
         if (*err == ACTC_OK && unsup) *err = actc_set_error(ACTC_ERR_STATE, "conv2d: oneDNN refused a chunk it planned");
-        if (*err == ACTC_OK) memcpy(xd + (size_t)n0 * xs, tmp, (size_t)gc.N * ys * sizeof(float));
+        if (*err == ACTC_OK && in_place) memcpy(xd + (size_t)n0 * xs, tmp, (size_t)gc.N * ys * sizeof(float));
     }
     actc_mem_free(tmp);
-    if (*err == ACTC_OK) *err = actc__tensor_give_data(y, x); /* x's buffer: its only reference */
+    if (*err == ACTC_OK && in_place) *err = actc__tensor_give_data(y, x); /* x's buffer: its only reference */
     if (*err != ACTC_OK) {
         actc_tensor_release(y);
         return NULL;

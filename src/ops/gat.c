@@ -123,7 +123,9 @@ static actc_status gat_backward(actc_ctx *ctx, actc_node *node)
     if (st != ACTC_OK) return st;
     if (!gd && !gs) return ACTC_OK;
     if (gs && !g->has_at) return actc_set_error(ACTC_ERR_STATE, "gat_scores backward: no transpose for s_src");
-    /* de overwrites the decoded mask. */
+    /* de overwrites the decoded mask: a MASK save is always decoded into a
+     * tensor of its own (only fp32 saves are shared with the saved tensor,
+     * store.c), so writing into this load is safe. */
     actc_tensor *m = actc_load(ctx, node, 0);
     if (!m) return actc_last_status();
     float *de = m->data;

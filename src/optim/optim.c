@@ -282,6 +282,10 @@ actc_status actc_optim_step(actc_optim *o, float lr)
             if (!p->grad) continue; /* as PyTorch: no gradient, no update, no decay */
             o->vt->update(o, p, st, lr, step);
         }
+        /* Every form writes p in place.  The store copies a parameter's
+         * saves, but an optimizer may be handed any tensor, and a save that
+         * holds one by reference must see the change. */
+        actc_tensor_mark_changed(p);
     }
     actc_mem_free(scratch);
     o->steps = step;

@@ -6,33 +6,49 @@
  *   p -= lr * g
  * With momentum 0 there is no state at all. */
 #include "optim.h"
+#include "../core/core.h"
 #include <math.h>
 #include <string.h>
+
+/* The update of n consecutive elements (v NULL: no momentum), compiled per
+ * ISA level; element-wise, so every level gives the same bits. */
+ACTC_ISA_CLONES static void sgd_range(float *w, const float *g, float *v, size_t n, float lr, float m, float wd,
+                                      int nesterov)
+{
+    if (!v) {
+        for (size_t i = 0; i < n; i++) {
+            float gi = g[i] + wd * w[i];
+            w[i] -= lr * gi;
+        }
+    } else if (nesterov) {
+        for (size_t i = 0; i < n; i++) {
+            float gi = g[i] + wd * w[i];
+            float vi = m * v[i] + gi;
+            v[i] = vi;
+            w[i] -= lr * (gi + m * vi);
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            float gi = g[i] + wd * w[i];
+            float vi = m * v[i] + gi;
+            v[i] = vi;
+            w[i] -= lr * vi;
+        }
+    }
+}
 
 static void sgd_update(const actc_optim *o, actc_tensor *p, actc_tensor **st, float lr,
                        uint64_t step)
 {
     (void)step;
-    float *w = p->data;
+    float *w = p->data, *v = o->momentum == 0.0f ? NULL : st[0]->data;
     const float *g = p->grad->data;
-    const float m = o->momentum, wd = o->weight_decay;
-    const long n = (long)p->numel;
-    if (m == 0.0f) {
-#pragma omp parallel for simd schedule(static) if (n >= ACTC_OPTIM_PAR_MIN)
-        for (long i = 0; i < n; i++) {
-            float gi = g[i] + wd * w[i];
-            w[i] -= lr * gi;
-        }
-        return;
-    }
-    float *v = st[0]->data;
-    const int nesterov = o->nesterov;
-#pragma omp parallel for simd schedule(static) if (n >= ACTC_OPTIM_PAR_MIN)
-    for (long i = 0; i < n; i++) {
-        float gi = g[i] + wd * w[i];
-        float vi = m * v[i] + gi;
-        v[i] = vi;
-        w[i] -= lr * (nesterov ? gi + m * vi : vi);
+    const size_t n = p->numel;
+#pragma omp parallel if (n >= ACTC_OPTIM_PAR_MIN)
+    {
+        size_t lo, hi;
+        actc__thread_share(n, &lo, &hi);
+        if (lo < hi) sgd_range(w + lo, g + lo, v ? v + lo : NULL, hi - lo, lr, o->momentum, o->weight_decay, o->nesterov);
     }
 }
 

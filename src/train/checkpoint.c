@@ -921,7 +921,11 @@ static actc_status match(ckpt *c, actc_model *m, actc_optim *o, actc_tensor ***o
     return s2;
 }
 
-static void copy_in(actc_tensor *t, const rec *r) { actc__get_floats(t->data, r->data, t->numel); }
+static void copy_in(actc_tensor *t, const rec *r)
+{
+    actc__get_floats(t->data, r->data, t->numel);
+    actc_tensor_mark_changed(t); /* in place: a save of it is stale now */
+}
 
 static void commit(ckpt *c, actc_model *m, actc_optim *o, actc_tensor **os, int no)
 {

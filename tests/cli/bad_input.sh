@@ -34,6 +34,38 @@ if [ $rc -eq 2 ] && grep -q "ACTC_CONV: unknown convolution backend 'fft' (auto,
     pass "bad ACTC_CONV (exit 2)"
 else fail "bad ACTC_CONV (exit $rc)"; echo "$out" | tail -3; fi
 
+# The dense products' backend: --gemm and ACTC_GEMM refuse what they cannot
+# run, naming the flag and the choices; actc info reports the choice and its
+# reason, and its JSON says the same as its text.
+expect_fail "unknown --gemm" "--gemm: unknown dense-product backend 'mkl' \\(auto, dnnl, openblas\\)" \
+    $ACTC train --model mlp --gemm mkl $(files $D/img $D/lab) $SMALL
+out=$(ACTC_GEMM=blis $ACTC info 2>&1); rc=$?
+if [ $rc -eq 2 ] && grep -q "ACTC_GEMM: unknown dense-product backend 'blis'" <<<"$out"; then
+    pass "bad ACTC_GEMM (exit 2)"
+else fail "bad ACTC_GEMM (exit $rc)"; echo "$out" | tail -3; fi
+info=$($ACTC info) && grep -q "^dense products: \(openblas\|dnnl\) (setting auto: " <<<"$info" \
+    && grep -q "^OpenBLAS: .* kernels" <<<"$info" && pass "actc info" || fail "actc info: $info"
+backend=$(sed -n 's/^dense products: \([a-z]*\) .*/\1/p' <<<"$info")
+json=$($ACTC info --json)
+grep -q "\"gemm\":{\"setting\":\"auto\",\"backend\":\"$backend\"" <<<"$json" && python3 -c 'import json,sys; json.loads(sys.argv[1])' "$json" \
+    && pass "actc info --json agrees ($backend)" || fail "actc info --json: $json"
+# A training log starts with the same machine record.
+$ACTC train --model mlp --width 32 $(files $D/img $D/lab) $SMALL --log $D/start.jsonl > $D/start.out 2>&1
+start=$(head -1 $D/start.jsonl 2>/dev/null)
+grep -q '^{"event":"start",' <<<"$start" && grep -q "\"backend\":\"$backend\"" <<<"$start" \
+    && python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["cpu"]["isa"] and d["openblas"]["core"]' "$start" \
+    && grep -q "^cpu: .*OpenBLAS .* kernels.*dense products on $backend" $D/start.out \
+    && pass "the log's start record and the run header name the machine" || fail "start record: $start"
+if $ACTC info --gemm dnnl > /dev/null 2>&1; then # built with oneDNN
+    out=$(OPENBLAS_CORETYPE=Prescott $ACTC info --gemm openblas 2>&1)
+    if grep -q "avx2\|avx512" <<<"$(sed -n 's/^extensions:.*level \([a-z0-9]*\).*/\1/p' <<<"$out")"; then
+        grep -q "^warning: OpenBLAS runs its Prescott kernels" <<<"$out" && pass "generic OpenBLAS forced: a warning" \
+            || fail "generic OpenBLAS forced, no warning: $out"
+        OPENBLAS_CORETYPE=Prescott $ACTC info | grep -q "^dense products: dnnl (setting auto: OpenBLAS loaded its Prescott" \
+            && pass "generic OpenBLAS: auto runs oneDNN" || fail "generic OpenBLAS: auto did not pick oneDNN"
+    fi
+fi
+
 # Checkpoints: truncated, corrupted, from another model.
 $ACTC train --model mlp --width 32 $(files $D/img $D/lab) $SMALL --save $D/mlp.ckpt > /dev/null 2>&1 || fail "saving a checkpoint"
 size=$(stat -c %s $D/mlp.ckpt)

@@ -32,6 +32,14 @@ check "resnet20 division" --model resnet20 --compress division
 # measured sensitivities and the controller's schedule travel in the file.
 check "resnet20 actnn:L3" --model resnet20 --compress actnn:L3
 check "mlp gact:4" --model mlp --width 64 --compress gact:4 --adapt-interval 4 --estimate-samples 4
+# A dense-product backend forced at the start is kept by --resume (the
+# products' last bits depend on it); auto would resolve again.
+if $ACTC info --gemm dnnl > /dev/null 2>&1; then
+    check "mlp --gemm dnnl" --model mlp --width 64 --gemm dnnl
+    out=$($ACTC train $DATA --resume $D/r.ckpt --epochs 3 2>&1)
+    grep -q "^cpu: .*dense products on dnnl: forced" <<<"$out" && pass "--resume keeps --gemm dnnl" \
+        || fail "--resume lost --gemm dnnl: $(grep '^cpu:' <<<"$out")"
+fi
 # The finished run cannot be resumed without asking for more epochs.
 expect_fail "resume a finished run" "already completed 2 of its 2 epoch.*--epochs" $ACTC train $DATA --resume $D/r.ckpt
 out=$($ACTC train $DATA --resume $D/r.ckpt --epochs 3 2>&1) && grep -q "epoch 3/3" <<<"$out" \

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A full training step (forward, backward, optimizer, evaluation, checkpoint)
 # is clean under valgrind: no invalid access, no definite or indirect leak.
-# The convolutions run on the im2col path here: oneDNN's JIT-generated code
-# makes valgrind slow and noisy; the oneDNN path is checked by the ASan build.
+# The convolutions run on the im2col path here (and the dense products on
+# OpenBLAS: $VALGRIND, lib.bash): oneDNN's JIT-generated code makes valgrind
+# slow and noisy; the oneDNN paths are checked by the ASan build.
 source "$(dirname "$0")/lib.bash"
 if ! command -v valgrind > /dev/null; then echo "skip: valgrind not installed"; finish; exit 0; fi
 D=$TMP
