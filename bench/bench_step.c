@@ -13,7 +13,9 @@
  * malloc setup (bench/malloc_overhead.sh), ACTC_BENCH_DETERMINISTIC=1 the
  * deterministic mode, ACTC_GEMM the dense products' backend and
  * ACTC_BENCH_SHAPE="layers=12,width=768,heads=12,context=1024,vocab=256" (any
- * of the five) a language model's shape other than its preset's.  The JSON
+ * of the five) a language model's shape other than its preset's, and
+ * ACTC_BENCH_PROFILE=1 the timed steps' operator profile (actc_ctx_profile_*),
+ * a table on stderr.  The JSON
  * line names the backend and OpenBLAS's kernels (bench/cpu_speed.sh). */
 #include "actc.h"
 #include "malloc_conf.h"
@@ -30,6 +32,31 @@ static long minor_faults(void)
 {
     struct rusage ru;
     return getrusage(RUSAGE_SELF, &ru) ? 0 : ru.ru_minflt;
+}
+
+/* The operator profile of the timed steps on stderr (stdout's last line
+ * stays the JSON record): milliseconds per step, forward and backward, and
+ * each operator's share of the step. */
+static void print_profile(const actc_ctx *ctx, const char *model, int steps, double total, double update_s)
+{
+    int n = actc_ctx_profile_get(ctx, NULL, 0);
+    actc_op_time *ops = calloc((size_t)(n > 0 ? n : 1), sizeof *ops);
+    if (!ops) return;
+    n = actc_ctx_profile_get(ctx, ops, n);
+    double fw = 0, bw = 0;
+    fprintf(stderr, "profile of %s, %d threads, ms per step (step %.1f ms):\n%-18s %9s %9s %7s %7s\n", model,
+            actc_get_threads(), 1e3 * total / steps, "operator", "forward", "backward", "calls", "share");
+    for (int i = 0; i < n; i++) {
+        fw += ops[i].forward_s;
+        bw += ops[i].backward_s;
+        fprintf(stderr, "%-18s %9.2f %9.2f %7ld %6.1f%%\n", ops[i].op, 1e3 * ops[i].forward_s / steps,
+                1e3 * ops[i].backward_s / steps, ops[i].forward_calls / steps,
+                100 * (ops[i].forward_s + ops[i].backward_s) / total);
+    }
+    fprintf(stderr, "%-18s %9.2f %9s %7s %6.1f%%\n", "(optimizer)", 1e3 * update_s / steps, "", "", 100 * update_s / total);
+    const double rest = total - fw - bw - update_s;
+    fprintf(stderr, "%-18s %9.2f %9s %7s %6.1f%%\n", "(outside ops)", 1e3 * rest / steps, "", "", 100 * rest / total);
+    free(ops);
 }
 
 static int die(const char *what)
@@ -132,8 +159,11 @@ int main(int argc, char **argv)
     actc_store_stats ss;
     actc_mem_stats ms0 = {0};
     long flt0 = 0;
+    const char *prof_env = getenv("ACTC_BENCH_PROFILE");
+    const int profile = prof_env && strcmp(prof_env, "0");
     for (int s = -3; s < steps; s++) {
         if (s == 0) {
+            if (profile && actc_ctx_profile_start(ctx) != ACTC_OK) return die("profile");
             actc_mem_reset_peak();
             actc_store_reset_peak(ctx);
             actc_mem_get_stats(&ms0);
@@ -168,6 +198,7 @@ int main(int argc, char **argv)
            ss.fp32_peak, ms.peak_total, actc_process_peak_rss(), actc_get_deterministic(), ms.cached,
            (double)(ms.n_allocs - ms0.n_allocs) / steps, (double)(ms.n_sys_allocs - ms0.n_sys_allocs) / steps, flt_per_step,
            tc / steps, actc_model_num_params(m), actc_gemm_backend_in_use(), cpu.openblas_core, actc_isa_name(cpu.isa_level));
+    if (profile) print_profile(ctx, model, steps, total, to_s);
     actc_tensor_release(x);
     free(labels);
     free(ids);

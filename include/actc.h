@@ -643,6 +643,33 @@ ACTC_API void actc_ctx_reset(actc_ctx *ctx);
 /* Number of nodes currently on the tape. */
 ACTC_API int actc_tape_size(const actc_ctx *ctx);
 
+/* Operator time profile: where a context's training steps spend their time,
+ * by the operator names the tape records ("linear", "layernorm",
+ * "attention", ...).  A forward has no single entry point, so an operator's
+ * forward time is the time from the previous recorded operator (or from the
+ * start of the forward) to its own record: it includes unrecorded work just
+ * before it (views, operations on inputs that need no gradient).  Backward
+ * time is its backward function's, exclusive of nested nodes (a recompute
+ * region's operators are charged to themselves, the recompute's forward to
+ * the region).  The optimizer and the loss scaling are not operators: the
+ * trainer reports them (actc_step_result).  Cost: two clock reads per
+ * node. */
+typedef struct {
+    const char *op;          /* operator name (valid while the profile is)   */
+    double forward_s;        /* seconds in its forwards, as above            */
+    double backward_s;       /* seconds in its backward functions            */
+    long forward_calls;      /* nodes recorded                               */
+    long backward_calls;     /* backward functions run                       */
+} actc_op_time;
+/* Start profiling ctx, or start over (the totals go back to zero). */
+ACTC_API actc_status actc_ctx_profile_start(actc_ctx *ctx);
+/* Stop profiling and free the profile (no-op if not profiling). */
+ACTC_API void actc_ctx_profile_stop(actc_ctx *ctx);
+/* The profile's operators, the largest forward + backward time first: up to
+ * max copied to out (out may be NULL); returns how many there are (0 when
+ * not profiling). */
+ACTC_API int actc_ctx_profile_get(const actc_ctx *ctx, actc_op_time *out, int max);
+
 /* Statistics of the saved-context store.  "Activation memory" is stored_peak:
  * the store's bytes at the end of the forward pass (with segment
  * checkpointing the recomputes may push it higher during backward:

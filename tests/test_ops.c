@@ -438,6 +438,18 @@ static actc_tensor *f_reshape(actc_ctx *ctx, actc_tensor **in, void *user)
     actc_tensor_release(r);
     return y;
 }
+/* x reaches y through two reshapes and directly: the reshapes' gradient is
+ * handed back to x, which by then has one from the product (added, not
+ * replaced). */
+static actc_tensor *f_reshape_twice(actc_ctx *ctx, actc_tensor **in, void *user)
+{
+    (void)user;
+    actc_tensor *r = actc_reshape(ctx, in[0], 2, (int[]){4, -1});
+    actc_tensor *back = r ? actc_reshape_take(ctx, r, in[0]->ndim, in[0]->shape) : NULL;
+    actc_tensor *y = back ? actc_mul(ctx, back, in[0]) : NULL;
+    actc_tensor_release(back);
+    return y;
+}
 static actc_tensor *f_flatten(actc_ctx *ctx, actc_tensor **in, void *user)
 {
     (void)user;
@@ -469,6 +481,7 @@ static void test_add_reshape(void **state)
     actc_tensor_release(y);
     actc_ctx_reset(ctx);
     check_grad("reshape [2,3,4]->[4,-1]", f_reshape, &a, 1, NULL, 1e-3f);
+    check_grad("reshape there and back, times x", f_reshape_twice, &a, 1, NULL, 1e-3f);
     int s4[4] = {2, 3, 2, 2};
     actc_tensor *x4 = tu_rand(4, s4, 55, -1, 1, 1);
     y = actc_flatten(ctx, x4);

@@ -825,6 +825,83 @@ static void test_report_and_maxbatch(void **state)
     assert_non_null(strstr(actc_last_error(), "not even batch 64"));
 }
 
+/* Count of an operator's forwards and backwards in the profile (-1: absent). */
+static void op_calls(const actc_op_time *ops, int n, const char *op, long *fw, long *bw)
+{
+    *fw = *bw = -1;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(ops[i].op, op)) {
+            *fw = ops[i].forward_calls;
+            *bw = ops[i].backward_calls;
+        }
+}
+
+/* The operator profile: the step's operators by name, in order of time,
+ * their calls counted, the times inside the trainer's forward and backward
+ * (nested recompute nodes charged once, to themselves: a checkpointed run
+ * has the same linear backwards as a plain one), and its edges. */
+static void test_profile(void **state)
+{
+    (void)state;
+    enum { PSTEPS = 2, NB = 2, NT = 16 };
+    int32_t ids[NB * NT], labels[NB * NT];
+    for (int i = 0; i < NB * NT; i++) {
+        ids[i] = (i * 37) % 256;
+        labels[i] = (i * 11 + 5) % 256;
+    }
+    const actc_batch b = {.ids = ids, .B = NB, .T = NT, .labels = labels};
+    const char *policies[] = {"none", "gact:CKPT"};
+    long linear_bw[2] = {0}, linear_fw[2] = {0};
+    for (int p = 0; p < 2; p++) {
+        actc_model *m = tiny_gpt();
+        actc_trainer *t = trainer_for(m, policies[p], "adamw");
+        actc_ctx *ctx = actc_trainer_ctx(t);
+        assert_int_equal(actc_ctx_profile_get(ctx, NULL, 0), 0); /* not profiling */
+        actc_step_result r;
+        assert_int_equal(actc_trainer_step(t, &b, &r), ACTC_OK);
+        assert_int_equal(actc_ctx_profile_start(ctx), ACTC_OK);
+        double fb = 0;
+        for (int s = 0; s < PSTEPS; s++) {
+            assert_int_equal(actc_trainer_step(t, &b, &r), ACTC_OK);
+            fb += r.forward_s + r.backward_s;
+        }
+        actc_op_time ops[64];
+        const int n = actc_ctx_profile_get(ctx, ops, 64);
+        assert_true(n >= 4 && n < 64);
+        double sum = 0;
+        for (int i = 0; i < n; i++) {
+            assert_true(ops[i].forward_s >= 0 && ops[i].backward_s >= 0);
+            if (i) assert_true(ops[i - 1].forward_s + ops[i - 1].backward_s >= ops[i].forward_s + ops[i].backward_s);
+            assert_true(ops[i].forward_calls % PSTEPS == 0 && ops[i].backward_calls % PSTEPS == 0);
+            sum += ops[i].forward_s + ops[i].backward_s;
+        }
+        assert_true(sum <= fb * 1.0001 + 1e-6); /* sub-intervals of the trainer's, none counted twice */
+        long fw, bw;
+        op_calls(ops, n, "cross_entropy", &fw, &bw);
+        assert_int_equal(fw, PSTEPS);
+        assert_int_equal(bw, PSTEPS);
+        op_calls(ops, n, "linear", &linear_fw[p], &linear_bw[p]);
+        /* Starting over empties the table; stopping frees it. */
+        assert_int_equal(actc_ctx_profile_start(ctx), ACTC_OK);
+        assert_int_equal(actc_ctx_profile_get(ctx, ops, 64), 0);
+        actc_ctx_profile_stop(ctx);
+        actc_ctx_profile_stop(ctx);
+        assert_int_equal(actc_trainer_step(t, &b, &r), ACTC_OK);
+        assert_int_equal(actc_ctx_profile_get(ctx, ops, 64), 0);
+        actc_trainer_free(t);
+        actc_model_free(m);
+    }
+    /* A tiny gpt: q, k, v, the projection and two MLP products in each of
+     * 2 blocks, and the head. */
+    assert_int_equal(linear_fw[0], PSTEPS * 13);
+    assert_int_equal(linear_bw[0], PSTEPS * 13);
+    assert_int_equal(linear_bw[1], linear_bw[0]);  /* recomputed ones charged to themselves */
+    assert_true(linear_fw[1] < linear_fw[0]);      /* their forwards are the regions' */
+    assert_int_equal(actc_ctx_profile_start(NULL), ACTC_ERR_INVALID);
+    assert_int_equal(actc_ctx_profile_get(NULL, NULL, 0), 0);
+    actc_ctx_profile_stop(NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -833,7 +910,7 @@ int main(void)
         cmocka_unit_test(test_accum),                  cmocka_unit_test(test_user_model),
         cmocka_unit_test(test_custom_model_checks),    cmocka_unit_test(test_bad_trainer_checkpoints),
         cmocka_unit_test(test_bad_options),            cmocka_unit_test(test_report_and_maxbatch),
-        cmocka_unit_test(test_encoded_gradients_in_trainer),
+        cmocka_unit_test(test_encoded_gradients_in_trainer), cmocka_unit_test(test_profile),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

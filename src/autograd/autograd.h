@@ -44,6 +44,8 @@ typedef struct {
     int n, cap;
 } actc_param_list;
 
+typedef struct actc_profile actc_profile;
+
 struct actc_ctx {
     int training;
     int no_record;           /* a segment's first forward: record nothing    */
@@ -82,7 +84,18 @@ struct actc_ctx {
     char scope[128];
     int scope_len[32];
     int scope_depth;
+
+    actc_profile *prof;      /* actc_ctx_profile_start; NULL: not profiling  */
 };
+
+/* The operator profile (profile.c); each a no-op when not profiling.
+ * record: an operator's node was recorded (the end of its forward); reset:
+ * a forward begins (the time before it is nobody's); enter/leave: around a
+ * node's backward function. */
+void actc__profile_record(actc_ctx *ctx, const char *op);
+void actc__profile_reset(actc_ctx *ctx);
+double actc__profile_enter(actc_ctx *ctx, double *saved_child);
+void actc__profile_leave(actc_ctx *ctx, const char *op, double t0, double saved_child);
 
 /* Store internals used by the tape. */
 void actc__store_release_node(actc_ctx *ctx, actc_node *node);

@@ -22,6 +22,7 @@ void actc_ctx_free(actc_ctx *ctx)
     actc_ctx_reset(ctx);
     actc__store_free(ctx);
     actc__policy_free(ctx->policy);
+    actc_ctx_profile_stop(ctx);
     free(ctx->nodes);
     free(ctx->occ);
     free(ctx);

@@ -56,6 +56,7 @@ actc_status actc_node_new(actc_ctx *ctx, const char *op, actc_backward_fn bw, ac
     memcpy(node->scope_, ctx->scope, sizeof node->scope_); /* same size, NUL-terminated */
     ctx->nodes[ctx->n_nodes++] = node;
     *out = node;
+    actc__profile_record(ctx, op);
     return ACTC_OK;
 }
 
@@ -202,6 +203,7 @@ void actc_ctx_reset(actc_ctx *ctx)
     ctx->no_record = ctx->replaying = ctx->in_backward = ctx->exact_saves = 0;
     ctx->n_regions = 0;
     if (ctx->occ) memset(ctx->occ, 0, ctx->occ_cap * sizeof *ctx->occ);
+    actc__profile_reset(ctx);
 }
 
 int actc_tape_size(const actc_ctx *ctx) { return ctx->n_nodes; }
@@ -215,7 +217,9 @@ actc_status actc__backward_nodes(actc_ctx *ctx, int lo)
         actc_tensor *out = node->output;
         if (out->grad && node->backward) {
             actc__store_observe_grad(ctx, node);
+            double child = 0, t0 = actc__profile_enter(ctx, &child);
             actc_status s = node->backward(ctx, node);
+            actc__profile_leave(ctx, node->op, t0, child);
             if (s != ACTC_OK) return s;
         }
         /* Saves never loaded (no gradient reached this node) are dropped now,

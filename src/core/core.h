@@ -88,6 +88,10 @@ void actc__mem_release_cache(void);
  * not in a parallel region already (one thread's memcpy is a serial
  * section that grows with the batch). */
 void actc__copy_floats(float *dst, const float *src, size_t n);
+/* dst[0..n) = 0, likewise on the threads. */
+void actc__zero_floats(float *dst, size_t n);
+/* Each of rows rows of dst (width floats, contiguous) = row, likewise. */
+void actc__repeat_row(float *dst, const float *row, size_t rows, size_t width);
 /* Minimum of two sizes. */
 static inline size_t actc__min_sz(size_t a, size_t b) { return a < b ? a : b; }
 

@@ -118,7 +118,7 @@ actc_status actc__tensor_give_data(actc_tensor *to, actc_tensor *from)
 actc_tensor *actc_tensor_zeros(actc_mem_cat cat, int ndim, const int *shape)
 {
     actc_tensor *t = actc_tensor_new(cat, ndim, shape);
-    if (t) memset(t->data, 0, t->numel * sizeof(float));
+    if (t) actc__zero_floats(t->data, t->numel); /* gradients: large, once a step */
     return t;
 }
 

@@ -132,8 +132,7 @@ actc_tensor *actc_linear(actc_ctx *ctx, actc_tensor *x, actc_tensor *w, actc_ten
     if (M > 0) {
         /* Start y from the bias rows so the product accumulates onto them:
          * one pass over y instead of a second one after the sgemm. */
-        if (b)
-            for (int m = 0; m < M; m++) memcpy(y->data + (size_t)m * out, b->data, (size_t)out * sizeof(float));
+        if (b) actc__repeat_row(y->data, b->data, (size_t)M, (size_t)out);
         actc__sgemm(0, 1, M, out, in, 1.0f, x->data, in, w->data,
                     in, b ? 1.0f : 0.0f, y->data, out);
     }

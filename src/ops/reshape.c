@@ -1,8 +1,8 @@
 /* reshape and flatten.  The output is a copy with the new shape (tensors own
  * their data, so a view would tie the input's lifetime to the output's),
  * unless the take form got x's only reference: then the output keeps x's
- * buffer.  The gradient is the output gradient read in the same flat order.
- * No saves. */
+ * buffer.  The gradient is the output gradient read in the same flat order
+ * (handed over as it is when nothing else owns it).  No saves. */
 #include "ops.h"
 #include <stdio.h>
 #include <string.h>
@@ -10,6 +10,16 @@
 static actc_status reshape_backward(actc_ctx *ctx, actc_node *node)
 {
     actc_tensor *x = node->inputs[0];
+    if (!x->requires_grad) return ACTC_OK;
+    /* The same floats in the same order: the output's gradient becomes the
+     * input's under the input's shape (adopt adds it if x has one already),
+     * instead of a zeroed buffer and a pass over both. */
+    actc_tensor *g = node->output->grad;
+    if (g && actc__tensor_sole_owner(g) && g->numel == x->numel) {
+        g->ndim = x->ndim;
+        memcpy(g->shape, x->shape, sizeof g->shape);
+        return actc_grad_adopt(ctx, x, actc_grad_take(node));
+    }
     float *gx;
     actc_status st = actc_grad_buffer(ctx, x, &gx);
     if (st != ACTC_OK || !gx) return st;
@@ -67,7 +77,7 @@ static actc_tensor *reshape_impl(actc_ctx *ctx, actc_tensor *x, int ndim, const 
         actc_tensor_release(y);
         return NULL;
     }
-    if (y->data != xd) memcpy(y->data, xd, y->numel * sizeof(float));
+    if (y->data != xd) actc__copy_floats(y->data, xd, y->numel);
     actc_node *node;
     return actc__op_record(ctx, op, reshape_backward, y, 1, &x, &node);
 }

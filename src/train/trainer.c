@@ -252,6 +252,7 @@ static actc_status micro_batch(pass_state *p, actc_ctx *ctx, int off, int k, int
     actc_status s = slice(p->b, off, k, &part, &copy);
     if (s != ACTC_OK) return s;
     double t0 = actc__now(), c0 = codec_seconds(ctx);
+    actc__profile_reset(ctx); /* the slice above is not the first operator's */
     actc_tensor *out = actc_model_forward_batch(p->t->m, ctx, &part);
     actc_tensor_release(copy);
     if (!out) return actc_last_status();
