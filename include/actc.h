@@ -486,6 +486,11 @@ ACTC_API const char *actc_policy_list(void);
  * controller then runs L + 1 extra forward and backward passes whenever it
  * measures (actc_controller_iterate).  0 otherwise or for NULL. */
 ACTC_API int actc_ctx_policy_measures(const actc_ctx *ctx);
+/* 1 when the active policy learns its state from the data it sees (ActNN's
+ * adaptive levels from gradient statistics, GACT from its measurements,
+ * alone or under compact): under data parallelism each rank learns from its
+ * own share, so the ranks' states differ.  0 otherwise or for NULL. */
+ACTC_API int actc_ctx_policy_learns(const actc_ctx *ctx);
 /* Stop (1) or resume (0) an adaptive policy's learning (ActNN L3's gradient
  * statistics and per-layer bits, GACT's measurements: the controller then
  * only runs the pass): frozen, it keeps compressing with the state it has.
@@ -1453,12 +1458,16 @@ typedef struct {
 /* Read an IDX image file (magic 0x00000803, dims n,h,w) and its IDX label file
  * (0x00000801, dim n), gzip-compressed or not.  Errors name the file: missing
  * (ACTC_ERR_IO), wrong magic or dims, truncated, trailing bytes, count
- * mismatch (ACTC_ERR_FORMAT).  Pixels and labels are malloc'd input data, not
- * accounted by the allocator. */
+ * mismatch, classes not numbered from 0 without gaps (every class from 0 to
+ * the largest label must occur: a damaged label would otherwise add classes
+ * to the model; the message says how many never occur and how many labels
+ * lie above the gap) (ACTC_ERR_FORMAT).  Pixels and labels are malloc'd
+ * input data, not accounted by the allocator. */
 ACTC_API actc_status actc_idx_load(const char *images_path, const char *labels_path,
                                    actc_image_dataset *out);
 /* Fashion-MNIST from directory dir (default /usr/share/datasets/fashion-mnist
- * when dir is NULL): train=1 -> train-*, train=0 -> t10k-*; either .gz or not. */
+ * when dir is NULL): train=1 -> train-*, train=0 -> t10k-*; either .gz or not.
+ * Labels outside its 10 classes are refused with their count. */
 ACTC_API actc_status actc_fashion_mnist_load(const char *dir, int train, actc_image_dataset *out);
 ACTC_API void actc_image_dataset_free(actc_image_dataset *d);
 
@@ -1917,6 +1926,23 @@ ACTC_API actc_status actc_dist_same(actc_dist *d, const void *data, size_t n, co
  * MPI_Allreduce, bits 8 with the 8-bit all-reduce above (every rank gets
  * the same result). */
 ACTC_API actc_status actc_dist_allreduce(actc_dist *d, float *x, size_t n, int bits);
+
+/* Checkpoints of a data-parallel run.  actc_dist_save: collective; rank 0
+ * writes t's checkpoint to path (actc_trainer_save; the other ranks do not
+ * use path) and, when the policy learns per rank (actc_ctx_policy_learns:
+ * each rank learns from its own rows, so the ranks' states differ), the
+ * other ranks' learnt states beside its own.  Rank 0 returns the write's
+ * status, the others ACTC_OK once their state is sent.  actc_dist_resume:
+ * after actc_trainer_load(t, path) on every rank and actc_dist_attach,
+ * each rank takes back its own learnt state when path holds the states of
+ * as many ranks as d has (*applied = 1, on every rank alike: the resumed
+ * run is the uninterrupted one bit for bit); *applied = 0 when it holds
+ * none (a policy that learns nothing, or a file written by one process or
+ * by actc_trainer_save) or was written by another number of ranks: every
+ * rank then keeps rank 0's state.  Not collective (every rank reads the
+ * file). */
+ACTC_API actc_status actc_dist_save(actc_dist *d, const char *path);
+ACTC_API actc_status actc_dist_resume(actc_dist *d, const char *path, int *applied);
 
 typedef struct {
     int ranks, rank, grad_comm, buckets;

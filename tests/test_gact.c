@@ -44,6 +44,19 @@ static void test_gact_specs(void **state)
     assert_int_equal(actc_ctx_set_policy(ctx, "actnn:L3"), ACTC_OK);
     assert_int_equal(actc_ctx_policy_measures(ctx), 0);
     assert_int_equal(actc_ctx_policy_measures(NULL), 0);
+    /* Learning: measuring (GACT) or observing gradients (ActNN's adaptive
+     * levels), alone or under compact; fixed policies learn nothing. */
+    const struct {
+        const char *spec;
+        int learns;
+    } learn[] = {{"none", 0},     {"quant:4", 0},   {"actnn:L2", 0},         {"actnn:L3", 1},
+                 {"actnn:1.5", 1}, {"gact:4", 1},    {"gact:CKPT", 0},        {"agoq", 0},
+                 {"division", 0}, {"bf16", 0},      {"compact:r=0.25+actnn:L3", 1}, {"compact:r=0.25", 0}};
+    for (size_t i = 0; i < sizeof learn / sizeof *learn; i++) {
+        assert_int_equal(actc_ctx_set_policy(ctx, learn[i].spec), ACTC_OK);
+        if (actc_ctx_policy_learns(ctx) != learn[i].learns) fail_msg("%s: learns %d", learn[i].spec, !learn[i].learns);
+    }
+    assert_int_equal(actc_ctx_policy_learns(NULL), 0);
     const char *bad[] = {"gact:", "gact:0.5", "gact:9", "gact:fix", "gact:fix9", "gact:L2", "gact:CB3", "gact:4x"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         assert_int_equal(actc_ctx_set_policy(ctx, bad[i]), ACTC_ERR_INVALID);

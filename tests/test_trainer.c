@@ -5,6 +5,7 @@
  * the trainer and checkpoints, bad checkpoints refused without loading
  * half-way, the memory report and maxbatch through the API. */
 #include "testutil.h"
+#include "../src/train/train.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -902,6 +903,70 @@ static void test_profile(void **state)
     actc_ctx_profile_stop(NULL);
 }
 
+/* Per-rank policy states in a checkpoint (what actc_dist_save writes under
+ * mpirun): rank 1's learnt state goes back to rank 1, byte for byte; a
+ * file of another rank count, or one without the section, changes nothing. */
+static void test_rank_states(void **state)
+{
+    (void)state;
+    enum { NB = 2, NT = 16 };
+    int32_t ids[NB * NT], labels[NB * NT], ids2[NB * NT];
+    for (int i = 0; i < NB * NT; i++) {
+        ids[i] = (i * 37) % 256;
+        ids2[i] = (i * 91 + 7) % 256;
+        labels[i] = (i * 11 + 5) % 256;
+    }
+    const actc_batch b0 = {.ids = ids, .B = NB, .T = NT, .labels = labels};
+    const actc_batch b1 = {.ids = ids2, .B = NB, .T = NT, .labels = labels};
+    const char *policies[] = {"actnn:L3", "gact:4"};
+    for (int p = 0; p < 2; p++) {
+        actc_model *m0 = tiny_gpt(), *m1 = tiny_gpt(), *m2 = tiny_gpt();
+        actc_trainer *t0 = trainer_for(m0, policies[p], "adamw"), *t1 = trainer_for(m1, policies[p], "adamw"),
+                     *t2 = trainer_for(m2, policies[p], "adamw");
+        actc_step_result r;
+        for (int s = 0; s < 4; s++) { /* two "ranks" that learn from other rows */
+            assert_int_equal(actc_trainer_step(t0, &b0, &r), ACTC_OK);
+            assert_int_equal(actc_trainer_step(t1, &b1, &r), ACTC_OK);
+        }
+        uint8_t *st0, *st1, *st2;
+        size_t n0, n1, n2;
+        assert_int_equal(actc__trainer_learnt_state(t0, &st0, &n0), ACTC_OK);
+        assert_int_equal(actc__trainer_learnt_state(t1, &st1, &n1), ACTC_OK);
+        assert_true(n0 != n1 || memcmp(st0, st1, n0)); /* they did learn differently */
+        char path[256];
+        tpath(path, "ranks.ckpt");
+        const uint8_t *states[2] = {NULL, st1};
+        const size_t lens[2] = {0, n1};
+        assert_int_equal(actc__trainer_save_ranks(t0, path, 2, states, lens), ACTC_OK);
+        int applied = -1;
+        assert_int_equal(actc_trainer_load(t2, path), ACTC_OK); /* rank 0's, as every rank loads */
+        assert_int_equal(actc__trainer_load_rank(t2, path, 1, 3, &applied), ACTC_OK);
+        assert_int_equal(applied, 0); /* written by 2 ranks, read by 3: rank 0's kept */
+        assert_int_equal(actc__trainer_learnt_state(t2, &st2, &n2), ACTC_OK);
+        assert_true(n2 == n0 && !memcmp(st2, st0, n0));
+        free(st2);
+        assert_int_equal(actc__trainer_load_rank(t2, path, 0, 2, &applied), ACTC_OK);
+        assert_int_equal(applied, 1);
+        assert_int_equal(actc__trainer_load_rank(t2, path, 1, 2, &applied), ACTC_OK);
+        assert_int_equal(applied, 1);
+        assert_int_equal(actc__trainer_learnt_state(t2, &st2, &n2), ACTC_OK);
+        assert_true(n2 == n1 && !memcmp(st2, st1, n1)); /* rank 1's own, byte for byte */
+        free(st2);
+        /* A file without the section: nothing applied. */
+        assert_int_equal(actc_trainer_save(t0, path), ACTC_OK);
+        assert_int_equal(actc__trainer_load_rank(t2, path, 1, 2, &applied), ACTC_OK);
+        assert_int_equal(applied, 0);
+        free(st0);
+        free(st1);
+        actc_trainer_free(t0);
+        actc_trainer_free(t1);
+        actc_trainer_free(t2);
+        actc_model_free(m0);
+        actc_model_free(m1);
+        actc_model_free(m2);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -911,6 +976,7 @@ int main(void)
         cmocka_unit_test(test_custom_model_checks),    cmocka_unit_test(test_bad_trainer_checkpoints),
         cmocka_unit_test(test_bad_options),            cmocka_unit_test(test_report_and_maxbatch),
         cmocka_unit_test(test_encoded_gradients_in_trainer), cmocka_unit_test(test_profile),
+        cmocka_unit_test(test_rank_states),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

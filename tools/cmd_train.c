@@ -156,6 +156,7 @@ typedef struct {
     actc_source *src, *eval;
     int T;                   /* language models: tokens per window */
     cli_dist dist;           /* under mpirun                       */
+    int rank_states;         /* --resume gave each rank its own policy state */
     FILE *log;
 } run_state;
 
@@ -176,14 +177,21 @@ static void run_free(run_state *r)
     actc_mem_set_budget(0);
 }
 
-/* A backend forced (--gemm or ACTC_GEMM, set before the note is made), as
- * a flag of the note: the dense products' last bits depend on it, so a
- * resumed run keeps it (auto is not written: it resolves again on the
- * machine that resumes). */
-static const char *gemm_note(void)
+/* The settings that decide a run's last bits beyond its recipe, as flags
+ * of the note, so that a resumed run keeps them: the deterministic mode, a
+ * dense-product backend forced (--gemm or ACTC_GEMM, set before the note is
+ * made; auto is not written: it resolves again on the machine that
+ * resumes), and under mpirun the gradients' wire (--grad-comm 8 rounds
+ * them, blocks cut by --bucket).  A flag given with --resume still wins. */
+static const char *bits_note(const train_opts *o, char *buf, size_t cap)
 {
     const char *g = actc_get_gemm_backend();
-    return !strcmp(g, "dnnl") ? " --gemm=dnnl" : !strcmp(g, "openblas") ? " --gemm=openblas" : "";
+    char bucket[40] = "";
+    if (o->bucket) snprintf(bucket, sizeof bucket, " --bucket=%zu", o->bucket);
+    snprintf(buf, cap, "%s%s%s%s", o->deterministic ? " --deterministic" : "",
+             !strcmp(g, "dnnl") ? " --gemm=dnnl" : !strcmp(g, "openblas") ? " --gemm=openblas" : "",
+             o->grad_comm != 32 ? " --grad-comm=8" : "", bucket);
+    return buf;
 }
 
 /* The command's own recipe, which the trainer does not keep (the model's
@@ -192,21 +200,22 @@ static const char *gemm_note(void)
  * snprintf wanted (>= cap: it did not fit). */
 static int format_note(const train_opts *o, int lm, char *buf, size_t cap)
 {
+    char bits[128];
+    bits_note(o, bits, sizeof bits);
     if (graph_spec(o->data_spec)) {
         const int keep = !strchr(o->data_spec, ' ') && (!o->split || !strchr(o->split, ' '));
-        return snprintf(buf, cap, "--epochs=%d --epoch-steps=%d%s%s%s%s%s%s", o->epochs, o->epoch_steps,
+        return snprintf(buf, cap, "--epochs=%d --epoch-steps=%d%s%s%s%s%s", o->epochs, o->epoch_steps,
                         keep ? " --data=" : "", keep ? o->data_spec : "", keep && o->split ? " --split=" : "",
-                        keep && o->split ? o->split : "", o->deterministic ? " --deterministic" : "", gemm_note());
+                        keep && o->split ? o->split : "", bits);
     }
     /* A --data path with a space cannot be a flag of the space-separated
      * note: it is left out (resume and eval then need --data again). */
     const int keep_data = lm && !strchr(o->data_spec, ' ');
-    const char *det = o->deterministic ? " --deterministic" : "";
-    return lm ? snprintf(buf, cap, "--epochs=%d --batch=%d --seq=%d --epoch-steps=%d --eval-tokens=%llu%s%s%s%s",
+    return lm ? snprintf(buf, cap, "--epochs=%d --batch=%d --seq=%d --epoch-steps=%d --eval-tokens=%llu%s%s%s",
                          o->epochs, o->batch, o->seq, o->epoch_steps, (unsigned long long)o->eval_tokens,
-                         keep_data ? " --data=" : "", keep_data ? o->data_spec : "", det, gemm_note())
-              : snprintf(buf, cap, "--epochs=%d --batch=%d --augment=%d --limit-train=%d%s%s", o->epochs, o->batch,
-                         o->augment, o->data.limit_train, det, gemm_note());
+                         keep_data ? " --data=" : "", keep_data ? o->data_spec : "", bits)
+              : snprintf(buf, cap, "--epochs=%d --batch=%d --augment=%d --limit-train=%d%s", o->epochs, o->batch,
+                         o->augment, o->data.limit_train, bits);
 }
 
 /* The recipe a checkpoint records (a file of actc 0.1 keeps all of it in
@@ -560,10 +569,14 @@ static int setup(run_state *r, train_opts *o, int lm)
         if (ck && cli_dist_same_file(&r->dist, ck, o->resume_path ? "--resume" : "--init")) return 1;
         actc_dist_opts dop = {o->grad_comm, o->bucket};
         if (actc_dist_attach(r->dist.d, r->t, &dop) != ACTC_OK) return fail("data parallel");
+        /* Each rank's own learnt policy state, if the file holds them. */
+        if (o->resume_path && actc_dist_resume(r->dist.d, o->resume_path, &r->rank_states) != ACTC_OK)
+            return fail("--resume");
     }
-    /* Rank 0 writes the checkpoints and the log. */
-    if (r->dist.rank > 0) o->save_path = o->log_path = NULL;
-    if (o->save_path) {
+    /* Rank 0 writes the checkpoints (the others send it their policy
+     * states: actc_dist_save) and the log. */
+    if (r->dist.rank > 0) o->log_path = NULL;
+    if (o->save_path && r->dist.rank == 0) {
         /* Find out now, not after the first epoch, if the run cannot be saved. */
         char note[ACTC_CKPT_NOTE_MAX];
         int need = format_note(o, lm, note, sizeof note);
@@ -606,7 +619,8 @@ static int on_step(actc_trainer *t, const actc_progress *p, void *user)
 
 static int save(const train_opts *o, run_state *r)
 {
-    if (o->save_path && actc_trainer_save(r->t, o->save_path) != ACTC_OK) return fail("saving checkpoint");
+    if (o->save_path && (r->dist.d ? actc_dist_save(r->dist.d, o->save_path) : actc_trainer_save(r->t, o->save_path)) != ACTC_OK)
+        return fail("saving checkpoint");
     return 0;
 }
 
@@ -819,6 +833,14 @@ static int run_train(train_opts *po, flag_def *flags, int argc, char **argv, con
     if (o.resume_path)
         printf("resuming %s at epoch %llu, step %llu\n", o.resume_path, (unsigned long long)actc_trainer_epoch(r.t) + 1,
                (unsigned long long)actc_trainer_steps(r.t));
+    /* Each rank's policy learnt from its own rows: a checkpoint written by
+     * as many ranks gave each its own state back; otherwise every rank
+     * continues from rank 0's. */
+    if (o.resume_path && dist->size > 1 && actc_ctx_policy_learns(actc_trainer_ctx(r.t)) && !r.rank_states)
+        printf("note: %s learns its state on each rank from that rank's rows, and %s holds the states of another "
+               "number of ranks (or of one process): every rank continues from rank 0's, so this run follows the "
+               "uninterrupted one closely but not bit for bit (a resume on the ranks that saved it is)\n",
+               actc_ctx_policy(actc_trainer_ctx(r.t)), o.resume_path);
     fflush(stdout);
 
     cb_state cb = {&o, &r, {0}};

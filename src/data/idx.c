@@ -287,9 +287,30 @@ static actc_status load_labels(const char *path, actc_image_dataset *out, uint32
     if (s == ACTC_OK) s = expect_eof(&f, d[0]);
     if (s != ACTC_OK) goto done;
     int maxl = 0;
+    uint32_t count[256] = {0};
     for (uint32_t i = 0; i < d[0]; i++) {
         out->labels[i] = raw[i];
+        count[raw[i]]++;
         if (raw[i] > maxl) maxl = raw[i];
+    }
+    /* The classes are 0 .. max label, and the model gets one output per
+     * class: a class in between that no label names is a damaged label
+     * (one byte of 7 made 77 would add 68 classes), not data to learn. */
+    int missing = 0, first = -1;
+    for (int c = 0; c <= maxl; c++)
+        if (!count[c]) {
+            missing++;
+            if (first < 0) first = c;
+        }
+    if (missing) {
+        uint32_t above = 0;
+        for (int c = first + 1; c <= maxl; c++) above += count[c];
+        s = actc_set_error(ACTC_ERR_FORMAT,
+                           "%s: the labels name classes 0 to %d, but %d of them never occur (the first: %d): "
+                           "%u label(s) lie above the gap, the largest %d; classes must be numbered from 0 without "
+                           "gaps (a damaged label file?)",
+                           path, maxl, missing, first, (unsigned)above, maxl);
+        goto done;
     }
     out->num_classes = maxl + 1;
     *n_out = d[0];
@@ -343,6 +364,8 @@ static int find_variant(const char *dir, const char *name, char *buf, size_t cap
     return 0;
 }
 
+#define FASHION_CLASSES 10
+
 actc_status actc_fashion_mnist_load(const char *dir, int train, actc_image_dataset *out)
 {
     if (!out) return actc_set_error(ACTC_ERR_INVALID, "actc_fashion_mnist_load: out is NULL");
@@ -361,5 +384,16 @@ actc_status actc_fashion_mnist_load(const char *dir, int train, actc_image_datas
                               "dataset-fashion-mnist package (apt-get install dataset-fashion-mnist, "
                               "it fills %s) or pass the directory holding the IDX files",
                               have_i ? lpath : ipath, DEFAULT_FASHION_DIR);
-    return actc_idx_load(ipath, lpath, out);
+    actc_status s = actc_idx_load(ipath, lpath, out);
+    if (s == ACTC_OK && out->num_classes > FASHION_CLASSES) {
+        /* Its classes are 0-9 (a subset may hold fewer): a larger label is
+         * a damaged one, never an eleventh class. */
+        uint32_t bad = 0;
+        for (int i = 0; i < out->n; i++) bad += out->labels[i] >= FASHION_CLASSES;
+        const int worst = out->num_classes - 1;
+        actc_image_dataset_free(out);
+        return actc_set_error(ACTC_ERR_FORMAT, "%s: %u label(s) outside Fashion-MNIST's %d classes (the largest %d)",
+                              lpath, (unsigned)bad, FASHION_CLASSES, worst);
+    }
+    return s;
 }

@@ -73,6 +73,14 @@ static int buf_reserve(bytebuf *b, size_t extra)
 /* Append the whole content of the file at path. */
 static actc_status read_file(const char *path, bytebuf *b)
 {
+    /* Before opening: opening a FIFO blocks until a writer comes, and a
+     * device or a socket may never end (the graph and checkpoint readers
+     * refuse them alike). */
+    struct stat pre;
+    if (stat(path, &pre) == 0 && !S_ISREG(pre.st_mode))
+        return actc_set_error(ACTC_ERR_IO, "cannot read text file %s: not a regular file (a %s)", path,
+                              S_ISFIFO(pre.st_mode) ? "FIFO" : S_ISDIR(pre.st_mode) ? "directory"
+                                                      : S_ISSOCK(pre.st_mode) ? "socket" : "device");
     FILE *f = fopen(path, "rb");
     if (!f) return actc_set_error(ACTC_ERR_IO, "cannot open text file %s: %s", path, strerror(errno));
     struct stat st;

@@ -254,6 +254,13 @@ int actc_controller_adapted(const actc_controller *c) { return c && c->adapted; 
 
 int actc_ctx_policy_measures(const actc_ctx *ctx) { return ctx && actc__gact_kind(ctx->policy) != 0; }
 
+/* A policy learns from what it sees if it measures (GACT) or observes
+ * gradients (ActNN's adaptive levels, also under compact). */
+int actc_ctx_policy_learns(const actc_ctx *ctx)
+{
+    return ctx && ctx->policy && (ctx->policy->observe_grad || actc_ctx_policy_measures(ctx));
+}
+
 const char *actc_controller_take_alert(actc_controller *c)
 {
     if (!c || !c->alert_ready) return NULL;

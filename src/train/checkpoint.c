@@ -23,7 +23,11 @@
  * Sections: MODEL (tensors by name: u32 count, then per tensor u32 name
  * length, name, u32 ndim, u32 shape[ndim], f32 data[numel]), OPTIM (name,
  * u64 steps, tensors), POLICY (spec, then the policy family's own state,
- * src/policy), CONTROLLER (the GACT controller's state).
+ * src/policy), CONTROLLER (the GACT controller's state), RANKS (under data
+ * parallelism, for a policy that learns on each rank from that rank's rows:
+ * u32 P, then for ranks 1 .. P-1 a u64 length and that rank's learnt state,
+ * as actc__trainer_learnt_state writes it; rank 0's is POLICY and
+ * CONTROLLER).
  *
  * Checking.  actc_checkpoint_info reads only the header and checks its CRC
  * and the declared length against the file's, so a flipped bit in the
@@ -66,7 +70,7 @@
 enum {
     F_MODEL = 1, F_CUSTOM, F_MODEL_OPTS, F_N_PARAMS, F_STATE_BYTES, F_OPTIM, F_POLICY, F_POSITION, F_TRAINER, F_NOTE
 };
-enum { S_MODEL = 1, S_OPTIM, S_POLICY, S_CONTROLLER };
+enum { S_MODEL = 1, S_OPTIM, S_POLICY, S_CONTROLLER, S_RANKS };
 
 static uLong crc_update(uLong crc, const uint8_t *p, size_t n)
 {
@@ -181,6 +185,10 @@ static void get_trainer(actc__rbuf *r, actc_trainer_opts *o)
 typedef struct {
     const actc_trainer *t;     /* NULL: model (and optimizer) only         */
     const char *note;
+    int ranks;                 /* > 1: a RANKS section with the states of
+                                  ranks 1 .. ranks-1                         */
+    const uint8_t *const *state;
+    const size_t *state_len;
 } save_extra;
 
 static void put_record(actc__wbuf *w, actc_model *m, actc_optim *o, const save_extra *x)
@@ -274,7 +282,7 @@ static void w_tensors(actc__wbuf *w, actc_tensor **ts, int n)
  * length) and then for real (lens[] gives them). */
 typedef struct {
     int counting;
-    uint64_t lens[4];
+    uint64_t lens[5];
     int k;
     size_t start;
 } sections;
@@ -319,6 +327,15 @@ static actc_status put_sections(actc__wbuf *w, sections *sc, actc_model *m, actc
         section_begin(w, sc, S_CONTROLLER);
         if ((s = actc__controller_save(x->t->ctrl, w)) != ACTC_OK) return s;
         section_end(w, sc);
+        if (x->ranks > 1) {
+            section_begin(w, sc, S_RANKS);
+            actc__w_u32(w, (uint32_t)x->ranks);
+            for (int r = 1; r < x->ranks; r++) {
+                actc__w_u64(w, x->state_len[r]);
+                actc__w_bytes(w, x->state[r], x->state_len[r]);
+            }
+            section_end(w, sc);
+        }
     }
     return ACTC_OK;
 }
@@ -460,14 +477,47 @@ static actc_status save(const char *path, actc_model *m, actc_optim *o, const sa
 
 actc_status actc_checkpoint_save(const char *path, actc_model *m, actc_optim *o, const char *note)
 {
-    save_extra x = {NULL, note};
+    save_extra x = {NULL, note, 0, NULL, NULL};
     return save(path, m, o, &x);
 }
 
 actc_status actc_trainer_save(actc_trainer *t, const char *path)
 {
     if (!t) return actc_set_error(ACTC_ERR_INVALID, "actc_trainer_save: trainer is NULL");
-    save_extra x = {t, t->note};
+    save_extra x = {t, t->note, 0, NULL, NULL};
+    return save(path, t->m, t->opt, &x);
+}
+
+actc_status actc__trainer_learnt_state(const actc_trainer *t, uint8_t **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    const actc_policy *p = t->ctx->policy;
+    actc__wbuf w = {0}, ps = {0}, cs = {0};
+    actc_status s = p && p->save_state ? p->save_state(p, &ps) : ACTC_OK;
+    if (s == ACTC_OK) s = actc__controller_save(t->ctrl, &cs);
+    actc__w_u64(&w, ps.len);
+    if (ps.len) actc__w_bytes(&w, ps.p, ps.len);
+    actc__w_u64(&w, cs.len);
+    if (cs.len) actc__w_bytes(&w, cs.p, cs.len);
+    actc__wbuf_free(&ps);
+    actc__wbuf_free(&cs);
+    if (s == ACTC_OK && (w.failed || ps.failed || cs.failed))
+        s = actc_set_error(ACTC_ERR_OOM, "out of memory for a rank's policy state");
+    if (s != ACTC_OK) {
+        actc__wbuf_free(&w);
+        return s;
+    }
+    *out = w.p;
+    *len = w.len;
+    return ACTC_OK;
+}
+
+actc_status actc__trainer_save_ranks(actc_trainer *t, const char *path, int ranks, const uint8_t *const *state,
+                                     const size_t *state_len)
+{
+    if (!t) return actc_set_error(ACTC_ERR_INVALID, "actc_trainer_save: trainer is NULL");
+    save_extra x = {t, t->note, ranks, state, state_len};
     return save(path, t->m, t->opt, &x);
 }
 
@@ -492,8 +542,8 @@ typedef struct {
     int nm, no;
     int has_optim;
     uint64_t osteps;
-    const uint8_t *policy, *controller; /* section payloads (NULL: absent)  */
-    size_t policy_len, controller_len;
+    const uint8_t *policy, *controller, *ranks; /* section payloads (NULL: absent) */
+    size_t policy_len, controller_len, ranks_len;
     char policy_spec[ACTC_POLICY_MAX];
     actc_tensor **fresh;       /* optimizer state in the file's subspace shapes,
                                   installed at commit (NULL entries: as is)    */
@@ -774,7 +824,7 @@ static actc_status parse_sections(ckpt *c, size_t from)
         const uint32_t tag = actc__r_u32(&r);
         const uint64_t len = actc__r_u64(&r);
         if (r.bad || len > r.end - r.pos) break;
-        if (tag < S_MODEL || tag > S_CONTROLLER || (seen & (1 << tag)))
+        if (tag < S_MODEL || tag > S_RANKS || (seen & (1 << tag)))
             return actc_set_error(ACTC_ERR_FORMAT, "%s has a section (%u) this build does not know or twice: written "
                                                    "by a later actc?",
                                   c->path, (unsigned)tag);
@@ -791,6 +841,17 @@ static actc_status parse_sections(ckpt *c, size_t from)
             c->policy_len = s.end - s.pos;
             s.pos = s.end;
             break;
+        case S_RANKS: { /* P >= 2, then P - 1 states that fill the section */
+            c->ranks = c->buf + s.pos;
+            c->ranks_len = s.end - s.pos;
+            const uint32_t P = actc__r_u32(&s);
+            if (P < 2 || P - 1 > (s.end - s.pos) / 8) s.bad = 1;
+            for (uint32_t r = 1; !s.bad && r < P; r++) {
+                const uint64_t n = actc__r_u64(&s);
+                if (n > s.end - s.pos || !actc__r_take(&s, (size_t)n)) s.bad = 1;
+            }
+            break;
+        }
         default:
             c->controller = c->buf + s.pos;
             c->controller_len = s.end - s.pos;
@@ -992,35 +1053,22 @@ actc_status actc_checkpoint_model(const char *path, actc_model **out)
     return ACTC_OK;
 }
 
-actc_status actc_trainer_load(actc_trainer *t, const char *path)
+/* A policy's learnt state (pol, what save_state wrote; NULL: none kept) and
+ * the controller's (ctl; NULL: none) into t: the policy's into a fresh
+ * policy first, so that on any failure the trainer keeps the one it has. */
+static actc_status install_learnt(actc_trainer *t, const char *path, const uint8_t *pol, size_t plen,
+                                  const uint8_t *ctl, size_t clen)
 {
-    if (!t || !path) return actc_set_error(ACTC_ERR_INVALID, "actc_trainer_load: NULL argument");
-    ckpt c;
-    actc_status s = load_whole(path, &c);
-    if (s != ACTC_OK) return s;
-    actc_tensor **os = NULL;
-    int no = 0;
     actc_policy *fresh = NULL;
-    if ((s = match(&c, t->m, c.has_optim ? t->opt : NULL, &os, &no)) != ACTC_OK) goto out;
-    if (c.policy) {
-        if (strcmp(c.policy_spec, t->policy) != 0) {
-            s = actc_set_error(ACTC_ERR_INVALID,
-                               "checkpoint %s was trained with policy %s, this trainer uses %s: resume with the same "
-                               "policy (or load only the weights and optimizer with actc_checkpoint_load)",
-                               path, c.policy_spec, t->policy);
+    actc_status s = ACTC_OK;
+    if (pol) {
+        if ((s = actc__policy_create(t->policy, &fresh)) != ACTC_OK) return s;
+        actc__rbuf r = {pol, 0, plen, 0};
+        if (fresh->load_state && (s = fresh->load_state(fresh, &r)) != ACTC_OK) {
+            char why[1024];
+            snprintf(why, sizeof why, "%s", actc_last_error());
+            s = actc_set_error(s, "checkpoint %s: %s", path, why);
             goto out;
-        }
-        /* The state goes into a fresh policy first: on any failure the
-         * trainer keeps the one it has. */
-        if ((s = actc__policy_create(t->policy, &fresh)) != ACTC_OK) goto out;
-        actc__rbuf r = {c.policy, 0, c.policy_len, 0};
-        if (fresh->load_state) {
-            if ((s = fresh->load_state(fresh, &r)) != ACTC_OK) {
-                char why[1024];
-                snprintf(why, sizeof why, "%s", actc_last_error());
-                s = actc_set_error(s, "checkpoint %s: %s", path, why);
-                goto out;
-            }
         }
         if (r.pos != r.end) {
             s = actc_set_error(ACTC_ERR_FORMAT, "checkpoint %s: the %s policy state has %zu bytes this policy does not "
@@ -1029,8 +1077,8 @@ actc_status actc_trainer_load(actc_trainer *t, const char *path)
             goto out;
         }
     }
-    if (c.controller) {
-        actc__rbuf r = {c.controller, 0, c.controller_len, 0};
+    if (ctl) {
+        actc__rbuf r = {ctl, 0, clen, 0};
         if ((s = actc__controller_load(t->ctrl, &r)) != ACTC_OK || r.pos != r.end) {
             char why[1024];
             snprintf(why, sizeof why, "%s", s != ACTC_OK ? actc_last_error() : "trailing bytes");
@@ -1040,19 +1088,76 @@ actc_status actc_trainer_load(actc_trainer *t, const char *path)
     }
     if (fresh) {
         fresh->frozen = t->ctx->policy ? t->ctx->policy->frozen : 0;
-        if ((s = actc__ctx_install_policy(t->ctx, fresh)) != ACTC_OK) {
-            fresh = NULL; /* install frees it on failure */
-            goto out;
-        }
-        fresh = NULL;
+        s = actc__ctx_install_policy(t->ctx, fresh);
+        fresh = NULL; /* installed, or freed by install on failure */
     }
+out:
+    actc__policy_free(fresh);
+    return s;
+}
+
+actc_status actc_trainer_load(actc_trainer *t, const char *path)
+{
+    if (!t || !path) return actc_set_error(ACTC_ERR_INVALID, "actc_trainer_load: NULL argument");
+    ckpt c;
+    actc_status s = load_whole(path, &c);
+    if (s != ACTC_OK) return s;
+    actc_tensor **os = NULL;
+    int no = 0;
+    if ((s = match(&c, t->m, c.has_optim ? t->opt : NULL, &os, &no)) != ACTC_OK) goto out;
+    if (c.policy && strcmp(c.policy_spec, t->policy) != 0) {
+        s = actc_set_error(ACTC_ERR_INVALID,
+                           "checkpoint %s was trained with policy %s, this trainer uses %s: resume with the same "
+                           "policy (or load only the weights and optimizer with actc_checkpoint_load)",
+                           path, c.policy_spec, t->policy);
+        goto out;
+    }
+    if ((s = install_learnt(t, path, c.policy, c.policy_len, c.controller, c.controller_len)) != ACTC_OK) goto out;
     commit(&c, t->m, c.has_optim ? t->opt : NULL, os, no);
     t->step = c.info.step;
     t->epoch = c.info.epoch;
     t->batch = c.info.batch_in_epoch;
     s = actc_trainer_set_note(t, c.info.note[0] ? c.info.note : NULL);
 out:
-    actc__policy_free(fresh);
+    ckpt_free(&c);
+    return s;
+}
+
+actc_status actc__trainer_load_rank(actc_trainer *t, const char *path, int rank, int size, int *applied)
+{
+    *applied = 0;
+    ckpt c;
+    actc_status s = load_whole(path, &c);
+    if (s != ACTC_OK) return s;
+    actc__rbuf r = {c.ranks, 0, c.ranks_len, 0};
+    if (!c.ranks || actc__r_u32(&r) != (uint32_t)size) goto out; /* none, or another number of ranks */
+    if (c.policy && strcmp(c.policy_spec, t->policy) != 0) {
+        s = actc_set_error(ACTC_ERR_INVALID, "checkpoint %s was trained with policy %s, this trainer uses %s", path,
+                           c.policy_spec, t->policy);
+        goto out;
+    }
+    if (rank > 0) {
+        const uint8_t *blob = NULL;
+        uint64_t n = 0;
+        for (int k = 1; k <= rank; k++) { /* parse_sections checked the layout */
+            n = actc__r_u64(&r);
+            blob = actc__r_take(&r, (size_t)n);
+        }
+        actc__rbuf b = {blob, 0, (size_t)n, 0};
+        const uint64_t plen = actc__r_u64(&b);
+        const uint8_t *pol = plen <= n ? actc__r_take(&b, (size_t)plen) : NULL;
+        const uint64_t clen = actc__r_u64(&b);
+        const uint8_t *ctl = clen <= n ? actc__r_take(&b, (size_t)clen) : NULL;
+        if (!blob || b.bad || b.pos != b.end || (plen && !pol) || (clen && !ctl)) {
+            s = actc_set_error(ACTC_ERR_FORMAT, "%s is malformed: the policy state of rank %d", path, rank);
+            goto out;
+        }
+        /* Policies that keep no state wrote none: nothing to install. */
+        if ((s = install_learnt(t, path, plen ? pol : NULL, (size_t)plen, clen ? ctl : NULL, (size_t)clen)) != ACTC_OK)
+            goto out;
+    }
+    *applied = 1;
+out:
     ckpt_free(&c);
     return s;
 }

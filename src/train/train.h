@@ -37,4 +37,18 @@ struct actc_trainer {
 
 /* The optimizer a trainer's options ask for, over the model's parameters. */
 actc_optim *actc__trainer_make_optim(const actc_trainer_opts *o, actc_tensor **params, int n);
+
+/* Data parallelism's per-rank policy state (checkpoint.c; src/dist uses
+ * them).  learnt_state: this trainer's policy and controller state as one
+ * malloc'd blob (u64 length + the policy's save_state bytes, u64 length +
+ * the controller's).  save_ranks: actc_trainer_save with a RANKS section
+ * holding state[r] (state_len[r] bytes) for r = 1 .. ranks-1.  load_rank:
+ * after actc_trainer_load of the same file, install rank's own state from
+ * its RANKS section when it was written by size ranks (*applied = 1; rank
+ * 0's is the file's POLICY and CONTROLLER); *applied = 0 and nothing
+ * changed when the file has no such section or another rank count. */
+actc_status actc__trainer_learnt_state(const actc_trainer *t, uint8_t **out, size_t *len);
+actc_status actc__trainer_save_ranks(actc_trainer *t, const char *path, int ranks, const uint8_t *const *state,
+                                     const size_t *state_len);
+actc_status actc__trainer_load_rank(actc_trainer *t, const char *path, int rank, int size, int *applied);
 #endif

@@ -11,6 +11,16 @@ SMALL="--limit-train 64 --limit-test 64 --batch 32 --progress off"
 files() { echo "--train-images $1 --train-labels $2 --test-images $D/img --test-labels $D/lab"; }
 
 expect_fail "unknown command" "unknown command 'trian'" $ACTC trian
+# A damaged label (one byte 3 -> 77) is refused, not a 78-class model: the
+# classes must run from 0 without gaps; Fashion-MNIST's are its 10.
+cp $D/lab $D/lab77 && printf '\x4d' | dd of=$D/lab77 bs=1 seek=$((8 + 13)) conv=notrunc 2> /dev/null
+expect_fail "a label of 77 among 0-9" "lab77: the labels name classes 0 to 77, but 67 of them never occur \\(the first: 10\\): 1 label" \
+    $ACTC train $(files $D/img $D/lab77) $SMALL
+mkdir -p $D/fm && cp $D/img $D/fm/train-images-idx3-ubyte && cp $D/img $D/fm/t10k-images-idx3-ubyte
+cp $D/lab $D/fm/t10k-labels-idx1-ubyte
+{ printf '\x00\x00\x08\x01'; be32 64; for ((i = 0; i < 64; i++)); do printf "\\x$(printf %02x $((i % 11)))"; done; } > $D/fm/train-labels-idx1-ubyte
+expect_fail "Fashion-MNIST with a class 10" "train-labels-idx1-ubyte: 5 label\\(s\\) outside Fashion-MNIST's 10 classes \\(the largest 10\\)" \
+    $ACTC train --data-dir $D/fm $SMALL
 expect_fail "unknown model" "unknown model 'resnet99'" $ACTC train --model resnet99 $(files $D/img $D/lab) $SMALL
 expect_fail "unknown policy" "unknown compression policy 'zip:3'" $ACTC train --compress zip:3 $(files $D/img $D/lab) $SMALL
 # Out-of-range or malformed policy parameters name the spec and list what is accepted.

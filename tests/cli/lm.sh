@@ -56,6 +56,9 @@ $ACTC maxbatch --budget 64MiB --model gpt --layers 2 --width 32 --heads 2 --cont
 # Bad input: a clear message and a non-zero exit.
 expect_fail "missing corpus" "$D/nope.txt" $ACTC train $TINY --data text:$D/nope.txt
 expect_fail "empty corpus" "$D/empty.txt.*empty|empty.*$D/empty.txt" $ACTC train $TINY --data text:$D/empty.txt
+mkfifo $D/fifo.txt
+expect_fail "a FIFO as the corpus is refused, not waited on" "fifo.txt: not a regular file \\(a FIFO\\)" \
+    timeout 20 $ACTC train $TINY --data text:$D/fifo.txt
 expect_fail "corpus shorter than a window" "too short for windows of 32" $ACTC train $TINY --data text:$D/short.txt
 expect_fail "window over the context" "--seq 64 is over the context.*32" $ACTC train $TINY --seq 64 --data text:$D/corpus.txt
 expect_fail "image model on text" "classifies images" $ACTC train --model resnet20 --data text:$D/corpus.txt
