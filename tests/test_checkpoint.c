@@ -5,6 +5,7 @@
  * nothing; files of actc 0.1 (versions 2 and 3) still load. */
 #include "testutil.h"
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -568,6 +569,105 @@ static void test_forged_record(void **state)
     free(img);
 }
 
+static uint64_t get64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+    return v;
+}
+
+static void put_f64(unsigned char *p, double d)
+{
+    uint64_t v;
+    memcpy(&v, &d, 8);
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* Section `tag` of a version 4 file: its header's offset (-1: absent) and
+ * its payload's length. */
+static long section_of(const unsigned char *b, size_t n, uint32_t tag, size_t *len)
+{
+    const size_t R = b[20] | (size_t)b[21] << 8 | (size_t)b[22] << 16;
+    for (size_t pos = 24 + R + 4; pos + 12 <= n - 4;) {
+        const uint32_t t = b[pos] | (uint32_t)b[pos + 1] << 8;
+        *len = (size_t)get64(b + pos + 4);
+        if (t == tag) return (long)pos;
+        pos += 12 + *len;
+    }
+    return -1;
+}
+
+/* A trainer's checkpoint whose learnt policy state was edited and its
+ * checksums made right again: a section removed, or NaN, infinite or
+ * negative values where the state holds variances and means, is refused,
+ * and the trainer keeps what it had. */
+static void test_forged_policy_state(void **state)
+{
+    (void)state;
+    char path[256], bad[256];
+    tpath(path, "learnt.ckpt");
+    tpath(bad, "learnt_bad.ckpt");
+    actc_model *m = make_model("mlp", 16, 3);
+    actc_trainer_opts o = actc_trainer_default_opts();
+    o.policy = "actnn:L3";
+    actc_trainer *t = NULL;
+    assert_int_equal(actc_trainer_new(m, &o, &t), ACTC_OK);
+    int shp[4] = {8, 1, 28, 28};
+    actc_tensor *x = actc_tensor_new(ACTC_MEM_SCRATCH, 4, shp);
+    int32_t labels[8];
+    for (size_t i = 0; i < x->numel; i++) x->data[i] = actc_rand_normal(7, i);
+    for (int i = 0; i < 8; i++) labels[i] = i % 10;
+    const actc_batch b = {.x = x, .labels = labels};
+    actc_step_result r;
+    for (int i = 0; i < 3; i++) assert_int_equal(actc_trainer_step(t, &b, &r), ACTC_OK);
+    assert_int_equal(actc_trainer_save(t, path), ACTC_OK);
+    assert_int_equal(actc_trainer_load(t, path), ACTC_OK); /* as written: fine */
+    size_t n, plen = 0, clen = 0;
+    unsigned char *img = slurp(path, &n);
+    const long pol = section_of(img, n, 3, &plen), ctl = section_of(img, n, 4, &clen);
+    assert_true(pol > 0 && ctl > 0);
+    /* Removed sections. */
+    for (int k = 0; k < 2; k++) {
+        const long at = k ? ctl : pol;
+        const size_t len = 12 + (k ? clen : plen);
+        unsigned char *c = malloc(n);
+        memcpy(c, img, (size_t)at);
+        memcpy(c + at, img + at + len, n - (size_t)at - len);
+        const size_t m2 = n - len;
+        for (int i = 0; i < 8; i++) c[12 + i] = (unsigned char)((uint64_t)m2 >> (8 * i));
+        fix_checksums(c, m2);
+        spit(bad, c, m2);
+        assert_int_equal(actc_trainer_load(t, bad), ACTC_ERR_FORMAT);
+        assert_non_null(strstr(actc_last_error(), k ? "without its CONTROLLER section" : "without its POLICY section"));
+        free(c);
+    }
+    /* ActNN's first layer: after the spec (u32 length + bytes), budget,
+     * step and count, each layer is key, step, bits, g^(l), the step's sum. */
+    const size_t spec = 4 + (size_t)(img[pol + 12] | img[pol + 13] << 8);
+    const size_t layer0 = (size_t)pol + 12 + spec + 8 + 8 + 4;
+    const struct {
+        size_t at;
+        double v;
+    } edits[] = {{layer0 + 24, NAN}, {layer0 + 24, -5.0}, {layer0 + 32, INFINITY}, {layer0 + 32, -1.0},
+                 {layer0 + 16, 0.0}, {(size_t)ctl + 12 + 8 + 8 + 4, NAN}, {(size_t)ctl + 12 + 8 + 8 + 4, -3.0}};
+    for (size_t e = 0; e < sizeof edits / sizeof *edits; e++) {
+        unsigned char *c = malloc(n);
+        memcpy(c, img, n);
+        put_f64(c + edits[e].at, edits[e].v);
+        fix_checksums(c, n);
+        spit(bad, c, n);
+        const actc_status st = actc_trainer_load(t, bad);
+        if (st == ACTC_OK) fail_msg("edit %zu (%g) loaded", e, edits[e].v);
+        printf("  edit %zu (%g): %s\n", e, edits[e].v, actc_last_error());
+        free(c);
+    }
+    assert_int_equal(actc_trainer_step(t, &b, &r), ACTC_OK); /* still training on what it had */
+    free(img);
+    actc_tensor_release(x);
+    actc_trainer_free(t);
+    actc_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -575,6 +675,7 @@ int main(void)
         cmocka_unit_test(test_damaged_files),     cmocka_unit_test(test_mismatches),
         cmocka_unit_test(test_overwrite),         cmocka_unit_test(test_reads_version_3),
         cmocka_unit_test(test_reads_version_2),   cmocka_unit_test(test_forged_record),
+        cmocka_unit_test(test_forged_policy_state),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -833,6 +833,10 @@ static int run_train(train_opts *po, flag_def *flags, int argc, char **argv, con
     if (o.resume_path)
         printf("resuming %s at epoch %llu, step %llu\n", o.resume_path, (unsigned long long)actc_trainer_epoch(r.t) + 1,
                (unsigned long long)actc_trainer_steps(r.t));
+    /* Files of actc 0.1 (versions 2 and 3) hold no policy state. */
+    if (o.resume_path && info.version < 4 && actc_ctx_policy_learns(actc_trainer_ctx(r.t)))
+        printf("note: %s is a version %u checkpoint, which holds no policy state: %s learns its state afresh\n",
+               o.resume_path, (unsigned)info.version, actc_ctx_policy(actc_trainer_ctx(r.t)));
     /* Each rank's policy learnt from its own rows: a checkpoint written by
      * as many ranks gave each its own state back; otherwise every rank
      * continues from rank 0's. */

@@ -315,6 +315,19 @@ actc_status actc__controller_load(actc_controller *c, actc__rbuf *r)
     char alert[sizeof c->alert];
     actc__r_str(r, alert, sizeof alert);
     if (r->bad || has_mean > 1) return actc_set_error(ACTC_ERR_FORMAT, "the controller state is malformed");
+    /* Variances are finite and >= 0 (overall: -1 until the first
+     * measurement); counts and flags in their ranges; the running mean
+     * finite.  Checked before anything changes. */
+    const char *why = !isfinite(overall) || (overall < 0 && overall != -1) ? "the overall variance"
+                      : !isfinite(comp) || comp < 0 || !isfinite(comp_sub) || comp_sub < 0 ? "a compression variance"
+                      : due < 0 || due > 1 || ready < 0 || ready > 1 ? "a flag"
+                      : seen < 0 || est_n < 0 ? "a count" : NULL;
+    for (size_t i = 0; !why && mean && i < c->P; i++) {
+        float v;
+        actc__get_floats(&v, mean + 4 * i, 1);
+        if (!isfinite(v)) why = "the running gradient mean";
+    }
+    if (why) return actc_set_error(ACTC_ERR_FORMAT, "the controller state is out of range: %s", why);
     if (mean && !c->mean && !(c->mean = actc_mem_alloc(ACTC_MEM_OPTIM, (c->P ? c->P : 1) * sizeof *c->mean)))
         return actc_last_status();
     if (mean) actc__get_floats(c->mean, mean, c->P);

@@ -276,6 +276,10 @@ static actc_status actnn_load_state(actc_policy *p, actc__rbuf *r)
         ls[i].grad_sq = actc__r_f64(r);
         ls[i].grad_step = actc__r_f64(r);
         if (!(ls[i].bits >= 1 && ls[i].bits <= ACTNN_MAX_BITS)) r->bad = 1;
+        /* g^(l) is a mean of squares (or -1: not seen yet), the step's sum
+         * one too: NaN, infinities and other negatives are forged. */
+        if (!isfinite(ls[i].grad_sq) || (ls[i].grad_sq < 0 && ls[i].grad_sq != -1)) r->bad = 1;
+        if (!isfinite(ls[i].grad_step) || ls[i].grad_step < 0) r->bad = 1;
     }
     if (r->bad) {
         free(ls);

@@ -146,6 +146,9 @@ static void r_info(actc__rbuf *r, actc_saved_info *in)
     in->fp32_bytes = (size_t)actc__r_u64(r);
     const int b = in->bits;
     if (b != 32 && !(b >= 1 && b <= 8)) r->bad = 1; /* fp32, or the quantizer's widths */
+    /* A sensitivity is a variance: finite and >= 0 (a forged NaN or -1
+     * would steer the bit allocation anywhere). */
+    if (!isfinite(in->sensitivity) || in->sensitivity < 0) r->bad = 1;
 }
 
 static actc_status gact_save_state(const actc_policy *p, actc__wbuf *w)

@@ -1112,6 +1112,15 @@ actc_status actc_trainer_load(actc_trainer *t, const char *path)
                            path, c.policy_spec, t->policy);
         goto out;
     }
+    /* A trainer's checkpoint (its record names the policy) has both state
+     * sections; without one the run would go on from a fresh state with no
+     * word (a model's checkpoint has neither, and loads as weights). */
+    if (c.info.version == CKPT_VERSION && c.info.policy[0] && (!c.policy || !c.controller)) {
+        s = actc_set_error(ACTC_ERR_FORMAT, "%s is a trainer's checkpoint without its %s section (the %s state): "
+                                            "damaged or edited",
+                           path, !c.policy ? "POLICY" : "CONTROLLER", !c.policy ? "policy's learnt" : "controller's");
+        goto out;
+    }
     if ((s = install_learnt(t, path, c.policy, c.policy_len, c.controller, c.controller_len)) != ACTC_OK) goto out;
     commit(&c, t->m, c.has_optim ? t->opt : NULL, os, no);
     t->step = c.info.step;

@@ -44,4 +44,10 @@ fi
 expect_fail "resume a finished run" "already completed 2 of its 2 epoch.*--epochs" $ACTC train $DATA --resume $D/r.ckpt
 out=$($ACTC train $DATA --resume $D/r.ckpt --epochs 3 2>&1) && grep -q "epoch 3/3" <<<"$out" \
     && pass "resume with more epochs trains on" || fail "resume with --epochs 3: $out"
+# A file of actc 0.1 holds no policy state: resuming a policy that learns
+# says that its state starts afresh.
+v3=$(dirname "$0")/../data/mlp_v3.ckpt
+out=$($ACTC train $DATA --resume $v3 --compress actnn:L3 --max-steps 1 2>&1) \
+    && grep -q "note: .*mlp_v3.ckpt is a version 3 checkpoint, which holds no policy state: actnn:L3 learns its state afresh" <<<"$out" \
+    && pass "a version 3 file: the note that the policy state starts fresh" || fail "version 3 resume note: $out"
 finish
