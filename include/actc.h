@@ -1873,6 +1873,15 @@ ACTC_API int actc_dist_launched(void);
  * skips parameters depending on its data must not). */
 ACTC_API actc_status actc_dist_new(const void *comm, actc_dist **out);
 ACTC_API void actc_dist_free(actc_dist *d);
+/* The longest a rank waits for one exchange (default ACTC_DIST_TIMEOUT_S,
+ * 10 minutes; 0 or less: no limit).  Past it the rank pings every other
+ * rank on a communicator of its own (a rank answers from any of its
+ * waits) and the call fails with ACTC_ERR_COMM naming those that did not
+ * answer within 5 s (stopped, hung, or computing longer than the limit:
+ * it must exceed a step); the handle is then broken and the job must end.
+ * Without it, one rank stopped (SIGSTOP) would hang every other. */
+#define ACTC_DIST_TIMEOUT_S 600.0
+ACTC_API void actc_dist_set_timeout(actc_dist *d, double seconds);
 ACTC_API int actc_dist_rank(const actc_dist *d);
 ACTC_API int actc_dist_size(const actc_dist *d);
 

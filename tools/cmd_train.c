@@ -18,6 +18,7 @@ typedef struct {
     const char *data_spec, *attention, *split, *gemm;
     int epochs, batch, threads, augment, nesterov, width, log_every, eval_batch, accum, deterministic, grad_bits;
     int grad_comm;
+    int comm_timeout;         /* seconds; 0: none */
     size_t bucket;
     int layers, heads, context, vocab, seq, epoch_steps;
     uint64_t eval_tokens;
@@ -62,6 +63,7 @@ static void build_flags(flag_def *f, void *opts)
         {"--grad-bits", F_INT, &o->grad_bits, "N", "hold gradients between micro-batches in 32 bits or 8 (AGoQ's block-wise dynamic map) (32)", 0},
         {"--grad-comm", F_INT, &o->grad_comm, "N", "under mpirun: all-reduce gradients in 32 bits (fp32) or 8 (AGoQ's 8-bit all-to-all + all-gather) (32)", 0},
         {"--bucket", F_BYTES, &o->bucket, "SIZE", "under mpirun: gradient bytes per all-reduce bucket (25MiB)", 0},
+        {"--comm-timeout", F_INT, &o->comm_timeout, "SECONDS", "under mpirun: the longest a rank waits for the others in one exchange before the job ends naming the ranks that do not answer (600; 0: no limit)", 0},
         {"--lr", F_FLOAT, &o->lr, "X", "peak learning rate (0.1 for sgd, 0.001 for adamw)", 0},
         {"--optim", F_STR, &o->optim, "NAME", "sgd or adamw (sgd; language models: adamw)", 0},
         {"--momentum", F_FLOAT, &o->momentum, "X", "SGD momentum (0.9)", 0},
@@ -126,6 +128,7 @@ static void defaults(train_opts *o)
     o->accum = 1;
     o->grad_bits = 32;
     o->grad_comm = 32;
+    o->comm_timeout = (int)ACTC_DIST_TIMEOUT_S;
     o->nesterov = 1;
     o->momentum = 0.9f;
     o->wd = -1;  /* the optimizer's */
@@ -390,6 +393,10 @@ static int check_flags(train_opts *o, const flag_def *flags, int lm)
                         "all-reduce)\n", o->grad_comm);
         return 2;
     }
+    if (o->comm_timeout < 0) {
+        fprintf(stderr, "error: --comm-timeout %d: seconds, 0 for no limit\n", o->comm_timeout);
+        return 2;
+    }
     if (flag_was_set(flags, "--bucket") && o->bucket < 1024) {
         fprintf(stderr, "error: --bucket %zu: a bucket holds at least 1KiB of gradients\n", o->bucket);
         return 2;
@@ -568,6 +575,7 @@ static int setup(run_state *r, train_opts *o, int lm)
         const char *ck = o->resume_path ? o->resume_path : o->init_path;
         if (ck && cli_dist_same_file(&r->dist, ck, o->resume_path ? "--resume" : "--init")) return 1;
         actc_dist_opts dop = {o->grad_comm, o->bucket};
+        actc_dist_set_timeout(r->dist.d, o->comm_timeout);
         if (actc_dist_attach(r->dist.d, r->t, &dop) != ACTC_OK) return fail("data parallel");
         /* Each rank's own learnt policy state, if the file holds them. */
         if (o->resume_path && actc_dist_resume(r->dist.d, o->resume_path, &r->rank_states) != ACTC_OK)
@@ -780,8 +788,8 @@ static int run_train(train_opts *po, flag_def *flags, int argc, char **argv, con
         return 2;
     }
     if (!flag_was_set(flags, "--threads") && cli_dist_threads(dist)) o.threads = cli_dist_threads(dist);
-    if (dist->size == 1 && (flag_was_set(flags, "--grad-comm") || flag_was_set(flags, "--bucket")))
-        fprintf(stderr, "note: --grad-comm and --bucket act under mpirun; one process has nothing to exchange\n");
+    if (dist->size == 1 && (flag_was_set(flags, "--grad-comm") || flag_was_set(flags, "--bucket") || flag_was_set(flags, "--comm-timeout")))
+        fprintf(stderr, "note: --grad-comm, --bucket and --comm-timeout act under mpirun; one process has nothing to exchange\n");
     if (dist->rank > 0) o.progress = "off";
 
     actc_set_threads(o.threads);

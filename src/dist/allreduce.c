@@ -147,9 +147,14 @@ actc_status actc__allreduce_progress(actc_dist *d, actc__allreduce *a, int wait,
             if (s != ACTC_OK) return s;
             continue;
         }
-        int done = 0, e;
-        if (wait) e = MPI_Wait(&a->req, MPI_STATUS_IGNORE), done = 1;
-        else e = MPI_Test(&a->req, &done, MPI_STATUS_IGNORE);
+        int done = 0, e = MPI_SUCCESS;
+        if (wait) {
+            actc_status s = actc__dist_wait(d, &a->req, "a gradient all-reduce");
+            if (s != ACTC_OK) return s;
+            done = 1;
+        } else {
+            e = MPI_Test(&a->req, &done, MPI_STATUS_IGNORE);
+        }
         if (e != MPI_SUCCESS) return actc__mpi_error(e, "waiting for a gradient all-reduce");
         if (!done) return ACTC_OK;
         if (a->bits == 32 || a->phase == AR_GATHER) {

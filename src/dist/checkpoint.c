@@ -35,11 +35,11 @@ actc_status actc_dist_save(actc_dist *d, const char *path)
         s = actc_set_error(ACTC_ERR_OOM, "out of memory gathering the ranks' policy states");
         goto out;
     }
-    int e = MPI_Gather(&l, 1, MPI_UNSIGNED_LONG_LONG, ls, 1, MPI_UNSIGNED_LONG_LONG, 0, d->comm);
-    if (e != MPI_SUCCESS) {
-        s = actc__mpi_error(e, "MPI_Gather of the policy states' lengths");
-        goto out;
-    }
+    MPI_Request req;
+    int e = MPI_Igather(&l, 1, MPI_UNSIGNED_LONG_LONG, ls, 1, MPI_UNSIGNED_LONG_LONG, 0, d->comm, &req);
+    s = e != MPI_SUCCESS ? actc__mpi_error(e, "MPI_Igather of the policy states' lengths")
+                         : actc__dist_wait(d, &req, "the gather of the policy states");
+    if (s != ACTC_OK) goto out;
     if (d->rank == 0) {
         size_t total = 0;
         for (size_t r = 0; r < P; r++) {
@@ -56,11 +56,10 @@ actc_status actc_dist_save(actc_dist *d, const char *path)
             goto out;
         }
     }
-    e = MPI_Gatherv(mine, (int)l, MPI_BYTE, all, cnt, off, MPI_BYTE, 0, d->comm);
-    if (e != MPI_SUCCESS) {
-        s = actc__mpi_error(e, "MPI_Gatherv of the policy states");
-        goto out;
-    }
+    e = MPI_Igatherv(mine, (int)l, MPI_BYTE, all, cnt, off, MPI_BYTE, 0, d->comm, &req);
+    s = e != MPI_SUCCESS ? actc__mpi_error(e, "MPI_Igatherv of the policy states")
+                         : actc__dist_wait(d, &req, "the gather of the policy states");
+    if (s != ACTC_OK) goto out;
     if (d->rank == 0) {
         for (size_t r = 1; r < P; r++) {
             state[r] = all + off[r];

@@ -48,17 +48,19 @@ actc_status actc_dist_new(const void *comm, actc_dist **out)
         actc_dist_free(d);
         return s;
     }
-    d->gather = MPI_COMM_NULL;
-    if ((rc = MPI_Comm_dup(d->comm, &d->gather)) != MPI_SUCCESS) {
+    d->gather = d->ping = MPI_COMM_NULL;
+    if ((rc = MPI_Comm_dup(d->comm, &d->gather)) != MPI_SUCCESS ||
+        (rc = MPI_Comm_dup(d->comm, &d->ping)) != MPI_SUCCESS) {
         actc_status s = actc__mpi_error(rc, "MPI_Comm_dup");
-        d->gather = MPI_COMM_NULL;
         actc_dist_free(d);
         return s;
     }
+    d->timeout_s = ACTC_DIST_TIMEOUT_S;
     /* Errors come back as codes (the default handler would abort with
      * MPI's message only). */
     MPI_Comm_set_errhandler(d->comm, MPI_ERRORS_RETURN);
     MPI_Comm_set_errhandler(d->gather, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(d->ping, MPI_ERRORS_RETURN);
     MPI_Comm_rank(d->comm, &d->rank);
     MPI_Comm_size(d->comm, &d->size);
     d->o = actc_dist_default_opts();
@@ -79,15 +81,19 @@ actc_status actc_dist_same(actc_dist *d, const void *data, size_t n, const char 
     uint64_t h = 0xCBF29CE484222325ULL ^ n;
     for (size_t i = 0; i < n; i++) h = (h ^ ((const uint8_t *)data)[i]) * 0x100000001B3ULL;
     uint64_t h0 = h;
-    int rc = MPI_Bcast(&h0, 1, MPI_UINT64_T, 0, d->comm);
-    if (rc != MPI_SUCCESS) return actc__mpi_error(rc, "MPI_Bcast");
+    MPI_Request req;
+    int rc = MPI_Ibcast(&h0, 1, MPI_UINT64_T, 0, d->comm, &req);
+    actc_status s = rc != MPI_SUCCESS ? actc__mpi_error(rc, "MPI_Ibcast") : actc__dist_wait(d, &req, "the check of the ranks' settings");
+    if (s != ACTC_OK) return s;
     int differs = h0 != h, any = 0, first = differs ? d->rank : d->size;
-    if ((rc = MPI_Allreduce(&differs, &any, 1, MPI_INT, MPI_LOR, d->comm)) != MPI_SUCCESS)
-        return actc__mpi_error(rc, "MPI_Allreduce");
+    rc = MPI_Iallreduce(&differs, &any, 1, MPI_INT, MPI_LOR, d->comm, &req);
+    s = rc != MPI_SUCCESS ? actc__mpi_error(rc, "MPI_Iallreduce") : actc__dist_wait(d, &req, "the check of the ranks' settings");
+    if (s != ACTC_OK) return s;
     if (!any) return ACTC_OK;
     int who = first;
-    if ((rc = MPI_Allreduce(&first, &who, 1, MPI_INT, MPI_MIN, d->comm)) != MPI_SUCCESS)
-        return actc__mpi_error(rc, "MPI_Allreduce");
+    rc = MPI_Iallreduce(&first, &who, 1, MPI_INT, MPI_MIN, d->comm, &req);
+    s = rc != MPI_SUCCESS ? actc__mpi_error(rc, "MPI_Iallreduce") : actc__dist_wait(d, &req, "the check of the ranks' settings");
+    if (s != ACTC_OK) return s;
     return actc_set_error(ACTC_ERR_COMM, "the ranks disagree on %s: rank %d's differs from rank 0's%s",
                           what ? what : "their data", who, differs ? " (this rank's too)" : "");
 }
@@ -96,8 +102,10 @@ actc_status actc_dist_same(actc_dist *d, const void *data, size_t n, const char 
 static actc_status sum_doubles(double *v, int n, void *user)
 {
     actc_dist *d = user;
-    int rc = MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, d->comm);
-    return rc == MPI_SUCCESS ? ACTC_OK : actc__mpi_error(rc, "MPI_Allreduce of the step's statistics");
+    MPI_Request req;
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, d->comm, &req);
+    return rc != MPI_SUCCESS ? actc__mpi_error(rc, "MPI_Iallreduce of the step's statistics")
+                             : actc__dist_wait(d, &req, "the sum of the step's statistics");
 }
 
 actc_status actc__dist_set_group(actc_dist *d, actc_trainer *t)
@@ -131,6 +139,7 @@ void actc_dist_free(actc_dist *d)
      * freeing them or finalising could wait forever (the job is ending). */
     if (!d->broken) {
         if (d->gather != MPI_COMM_NULL) MPI_Comm_free(&d->gather);
+        if (d->ping != MPI_COMM_NULL) MPI_Comm_free(&d->ping);
         if (d->comm != MPI_COMM_NULL) MPI_Comm_free(&d->comm);
         if (d->own_mpi) MPI_Finalize();
     }

@@ -33,6 +33,9 @@ typedef struct {
 
 struct actc_dist {
     MPI_Comm comm;             /* a duplicate: its own error handler          */
+    MPI_Comm ping;             /* another, for the liveness pings of a wait
+                                  past the timeout (wait.c)                   */
+    double timeout_s;          /* a wait's limit (0: none)                    */
     MPI_Comm gather;           /* another, for the 8-bit all-gathers: MPI
                                   matches collectives per communicator in the
                                   order ranks start them, and an all-gather
@@ -57,6 +60,10 @@ struct actc_dist {
 
 /* Make t's group this communicator (comm.c). */
 actc_status actc__dist_set_group(actc_dist *d, actc_trainer *t);
+/* Wait for req to complete, answering the other ranks' pings; past the
+ * handle's timeout, ACTC_ERR_COMM naming the ranks that do not answer
+ * (what: the exchange, for the message), and the handle is broken. */
+actc_status actc__dist_wait(actc_dist *d, MPI_Request *req, const char *what);
 /* ACTC_ERR_COMM with MPI's message for rc (what: the call). */
 actc_status actc__mpi_error(int rc, const char *what);
 /* Start the sum of x[0..n) over the ranks (bits 32 or 8). */

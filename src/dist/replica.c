@@ -207,8 +207,10 @@ actc_status actc_dist_attach(actc_dist *d, actc_trainer *t, const actc_dist_opts
         actc_tensor *p = state[i];
         for (size_t off = 0; off < p->numel;) {
             const size_t k = p->numel - off < (size_t)1 << 30 ? p->numel - off : (size_t)1 << 30;
-            int rc = MPI_Bcast(p->data + off, (int)k, MPI_FLOAT, 0, d->comm);
-            if (rc != MPI_SUCCESS) return actc__mpi_error(rc, "MPI_Bcast of the weights");
+            MPI_Request req;
+            int rc = MPI_Ibcast(p->data + off, (int)k, MPI_FLOAT, 0, d->comm, &req);
+            if (rc != MPI_SUCCESS) return actc__mpi_error(rc, "MPI_Ibcast of the weights");
+            if ((s = actc__dist_wait(d, &req, "the broadcast of the weights")) != ACTC_OK) return s;
             off += k;
         }
         actc_tensor_mark_changed(p); /* rank 0's values, written in place */

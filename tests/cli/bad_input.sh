@@ -11,6 +11,7 @@ SMALL="--limit-train 64 --limit-test 64 --batch 32 --progress off"
 files() { echo "--train-images $1 --train-labels $2 --test-images $D/img --test-labels $D/lab"; }
 
 expect_fail "unknown command" "unknown command 'trian'" $ACTC trian
+expect_fail "a negative --comm-timeout" "comm-timeout -1: seconds, 0 for no limit" $ACTC train --comm-timeout -1 $(files $D/img $D/lab) $SMALL
 # A damaged label (one byte 3 -> 77) is refused, not a 78-class model: the
 # classes must run from 0 without gaps; Fashion-MNIST's are its 10.
 cp $D/lab $D/lab77 && printf '\x4d' | dd of=$D/lab77 bs=1 seek=$((8 + 13)) conv=notrunc 2> /dev/null

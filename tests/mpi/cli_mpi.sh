@@ -129,4 +129,27 @@ else
     if kill -0 $job 2>/dev/null; then fail "SIGKILL of a rank: mpirun still running after 60 s"; kill -9 $job; pkill -9 -f -- "--epoch-steps 1000000"
     else wait $job; rc=$?; [ $rc -ne 0 ] && pass "SIGKILL of a rank ends the job (exit $rc, $((SECONDS - t0)) s)" || fail "SIGKILL: exit 0"; fi
 fi
+
+# A rank stopped with SIGSTOP (it neither dies nor answers): the others give
+# up after --comm-timeout, name it, and the job ends (it hung forever before).
+mpirun -np 2 $ACTC train $TINY --epoch-steps 1000001 --comm-timeout 3 > $D/stop.out 2>&1 &
+job=$!
+for ((i = 0; i < 100; i++)); do
+    pids=$(pgrep -f -- "actc train .*--epoch-steps 1000001" | grep -v "^$job$" || true)
+    [ "$(wc -w <<<"$pids")" -ge 2 ] && break; sleep 0.1
+done
+victim=$(for p in $pids; do [ "$(ps -o comm= -p $p)" = actc ] && echo $p; done | tail -1)
+if [ -z "$victim" ]; then fail "SIGSTOP test: no rank to stop"; kill $job 2>/dev/null
+else
+    sleep 1; kill -STOP $victim; t0=$SECONDS
+    for ((i = 0; i < 600 && $(kill -0 $job 2>/dev/null && echo 1 || echo 0); i++)); do sleep 0.1; done
+    if kill -0 $job 2>/dev/null; then fail "SIGSTOP of a rank: mpirun still running after 60 s"; kill -9 $job
+    else
+        wait $job; rc=$?
+        [ $rc -ne 0 ] && grep -Eq "did not complete in [0-9]+ s: rank [01] did not answer" $D/stop.out \
+            && pass "SIGSTOP of a rank: the job ends naming it (exit $rc, $((SECONDS - t0)) s)" \
+            || { fail "SIGSTOP: exit $rc"; tail -5 $D/stop.out; }
+    fi
+    kill -9 $victim 2>/dev/null; pkill -9 -f -- "--epoch-steps 1000001"
+fi
 finish
