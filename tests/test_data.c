@@ -231,9 +231,10 @@ static void test_idx_bad_files(void **state)
     raw[n / 2] ^= 0xff;
     raw[n / 2 + 1] ^= 0xff;
 
-    /* The member whole, then garbage after it; a second member; the member
-     * without its 8-byte trailer (CRC-32 and length never checked): all
-     * refused (zlib's gzread accepted each of them). */
+    /* The member whole, then garbage after it; a second member that makes
+     * the data longer than the header declares; the member without its
+     * 8-byte trailer (CRC-32 and length never checked): all refused
+     * (zlib's gzread accepted each of them). */
     uint8_t more[4096];
     assert_true(2 * n <= sizeof more);
     n = n < sizeof more / 2 ? n : sizeof more / 2; /* (the compiler cannot see the assert) */
@@ -241,10 +242,10 @@ static void test_idx_bad_files(void **state)
     memcpy(more + n, "garbage!", 8);
     const char *trail = tpath("trail-img.gz");
     write_raw(trail, more, n + 8, 0);
-    expect_fail(trail, lab, ACTC_ERR_FORMAT, trail, "after its gzip member");
+    expect_fail(trail, lab, ACTC_ERR_FORMAT, trail, "after its last gzip member");
     memcpy(more + n, raw, n);
     write_raw(trail, more, 2 * n, 0);
-    expect_fail(trail, lab, ACTC_ERR_FORMAT, trail, "after its gzip member");
+    expect_fail(trail, lab, ACTC_ERR_FORMAT, trail, "trailing data after the");
     write_raw(trail, raw, n - 8, 0);
     expect_fail(trail, lab, ACTC_ERR_FORMAT, trail, "truncated");
     /* A wrong CRC in the trailer, the data intact. */
@@ -262,6 +263,38 @@ static void test_idx_bad_files(void **state)
     assert_int_equal(actc_idx_load(trail, lab6, &ok), ACTC_OK);
     assert_memory_equal(ok.pixels, big, sizeof big);
     actc_image_dataset_free(&ok);
+    /* A legal gzip file of two members (`gzip -c a >> f`; gzip -t accepts
+     * it): the file's first 100 bytes in one, the rest in another. */
+    char plain[256], m1[256], m2[256], two[256], lab6b[256]; /* tpath keeps four names at a time */
+    snprintf(plain, sizeof plain, "%s", tpath("plain-img"));
+    snprintf(m1, sizeof m1, "%s", tpath("m1.gz"));
+    snprintf(m2, sizeof m2, "%s", tpath("m2.gz"));
+    snprintf(two, sizeof two, "%s", tpath("two-img.gz"));
+    snprintf(lab6b, sizeof lab6b, "%s", tpath("lab6"));
+    write_idx(plain, 0, 0x803, 3, dd, big, sizeof big);
+    uint8_t whole[512], mem[2048];
+    f = fopen(plain, "rb");
+    assert_non_null(f);
+    const size_t wn = fread(whole, 1, sizeof whole, f);
+    fclose(f);
+    assert_true(wn == 16 + sizeof big);
+    write_raw(m1, whole, 100, 1);
+    write_raw(m2, whole + 100, wn - 100, 1);
+    size_t mn = 0;
+    for (int k = 0; k < 2; k++) {
+        f = fopen(k ? m2 : m1, "rb");
+        assert_non_null(f);
+        mn += fread(mem + mn, 1, sizeof mem - mn, f);
+        fclose(f);
+    }
+    write_raw(two, mem, mn, 0);
+    if (actc_idx_load(two, lab6b, &ok) != ACTC_OK) fail_msg("two members: %s", actc_last_error());
+    assert_memory_equal(ok.pixels, big, sizeof big);
+    actc_image_dataset_free(&ok);
+    /* ... and garbage after the second member is still refused. */
+    memcpy(mem + mn, "xyz", 3);
+    write_raw(two, mem, mn + 3, 0);
+    expect_fail(two, lab6b, ACTC_ERR_FORMAT, two, "after its last gzip member");
 }
 
 /* A batch size near INT_MAX is one batch of the whole set, not an overflow

@@ -171,6 +171,8 @@ static void test_new_refusals(void **state)
     assert_null(g);
     expect_err(actc_graph_new(4, 0, 2, x, y, split, 2, src, dst, &g), ACTC_ERR_INVALID, "feature", NULL);
     expect_err(actc_graph_new(4, 2, 0, x, y, split, 2, src, dst, &g), ACTC_ERR_INVALID, "class", NULL);
+    /* More classes than nodes: they cannot all occur (2^20 on 4 nodes once ran into the budget). */
+    expect_err(actc_graph_new(4, 2, 1 << 20, x, y, split, 2, src, dst, &g), ACTC_ERR_INVALID, "4 nodes cannot have 1048576 classes", NULL);
     dst[1] = 4;
     expect_err(actc_graph_new(4, 2, 2, x, y, split, 2, src, dst, &g), ACTC_ERR_INVALID, "edge 1", "node 4");
     dst[1] = -5;

@@ -175,6 +175,16 @@ static int cmd_eval(int argc, char **argv)
     actc_ckpt_info info;
     actc_model *m = NULL;
     if (model_from_checkpoint(o.ckpt, &info, &m)) return 1;
+    /* Image flags mean nothing to a language or graph model: say so rather
+     * than drop them (--data is how those take their data). */
+    if (actc_model_takes_tokens(m) || actc_model_takes_graph(m)) {
+        static const char *const image_flags[] = {"--test-images", "--test-labels", "--data-dir", "--limit-test"};
+        for (size_t i = 0; i < sizeof image_flags / sizeof *image_flags; i++)
+            if (flag_was_set(flags, image_flags[i]))
+                fprintf(stderr, "note: %s is for image models; %s holds a %s model, evaluated on --data (%s)\n",
+                        image_flags[i], o.ckpt, actc_model_takes_tokens(m) ? "language" : "graph",
+                        o.spec ? o.spec : "the training run's");
+    }
     actc_ctx *ctx = actc_ctx_new();
     if (!ctx) rc = fail("engine");
     else if (actc_model_takes_tokens(m)) {

@@ -3,6 +3,7 @@
  *   actc graph sbm    a planted-partition graph
  *   actc graph info   what a graph file holds */
 #include "cli.h"
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -96,6 +97,19 @@ static void print_summary(const actc_graph *g)
 static int run_build(const graph_opts *o)
 {
     const char *out = o->out ? o->out : cli_graph_cache();
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
+    if (o->out) {
+        /* As for graph sbm --out and --save, the directory must exist; found
+         * out now, not after minutes of building. */
+        FILE *f = fopen(tmp, "wb");
+        if (!f) {
+            fprintf(stderr, "error: graph build --out %s: cannot write there: %s\n", out, strerror(errno));
+            return 1;
+        }
+        fclose(f);
+        remove(tmp);
+    }
     actc_image_dataset train, test;
     if (actc_fashion_mnist_load(o->data_dir, 1, &train) != ACTC_OK) return fail("graph build");
     if (actc_fashion_mnist_load(o->data_dir, 0, &test) != ACTC_OK) {
@@ -114,13 +128,12 @@ static int run_build(const graph_opts *o)
         actc_graph_free(g);
         return fail("graph build");
     }
-    /* Through a temporary file renamed into place: no half-written cache. */
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
+    /* Through a temporary file renamed into place: no half-written cache.
+     * The default cache's directories are made (~/.cache/actc/...). */
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", out);
     char *slash = strrchr(dir, '/');
-    if (slash && slash != dir) {
+    if (!o->out && slash && slash != dir) {
         *slash = '\0';
         for (char *p = dir + 1;; p++) {
             const char c = *p;

@@ -527,9 +527,14 @@ static int setup(run_state *r, train_opts *o, int lm)
         const actc_model_opts *c = actc_model_get_opts(r->model);
         if (!lm && (c->in_channels * c->in_h * c->in_w != mo.in_channels * mo.in_h * mo.in_w || c->in_h != mo.in_h || c->in_w != mo.in_w ||
                     c->num_classes < mo.num_classes)) {
-            fprintf(stderr, "error: %s %s: its model takes %dx%dx%d images in %d classes; the data has %dx%dx%d "
-                            "images in %d\n", flag, path, c->in_channels, c->in_h, c->in_w, c->num_classes,
-                    mo.in_channels, mo.in_h, mo.in_w, mo.num_classes);
+            if (gr) /* a graph model's input is a node's feature vector (held as C x 1 x 1) */
+                fprintf(stderr, "error: %s %s: its model takes %d features per node in %d classes; the graph has %d "
+                                "features in %d\n", flag, path, c->in_channels, c->num_classes, mo.in_channels,
+                        mo.num_classes);
+            else
+                fprintf(stderr, "error: %s %s: its model takes %dx%dx%d images in %d classes; the data has %dx%dx%d "
+                                "images in %d\n", flag, path, c->in_channels, c->in_h, c->in_w, c->num_classes,
+                        mo.in_channels, mo.in_h, mo.in_w, mo.num_classes);
             return 1;
         }
     } else if (actc_model_create(o->model, &mo, &r->model) != ACTC_OK) {

@@ -26,6 +26,12 @@ actc_status actc__graph_alloc(int n, int n_features, int n_classes, actc_graph *
         return actc_set_error(ACTC_ERR_INVALID, "a graph needs at least 1 feature per node (got %d)", n_features);
     if (n_classes < 1)
         return actc_set_error(ACTC_ERR_INVALID, "a graph needs at least 1 class (got %d)", n_classes);
+    /* Every node has one label: more classes than nodes cannot all occur,
+     * and the model's output width (one logit per class, per node) would
+     * grow for nothing (2^20 classes on 300 nodes ran into the budget). */
+    if (n_classes > n)
+        return actc_set_error(ACTC_ERR_INVALID, "a graph of %d nodes cannot have %d classes (at most one per node)", n,
+                              n_classes);
     size_t feats, bytes;
     if (!actc__mul_size((size_t)n, (size_t)n_features, &feats) || !actc__mul_size(feats, sizeof(float), &bytes))
         return actc_set_error(ACTC_ERR_INVALID, "a graph of %d nodes with %d features is too large", n, n_features);
@@ -37,14 +43,17 @@ actc_status actc__graph_alloc(int n, int n_features, int n_classes, actc_graph *
     const int shape[2] = {n, n_features};
     g->y = actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)n * sizeof *g->y);
     g->split = actc_mem_alloc(ACTC_MEM_SCRATCH, (size_t)n);
+    char why[512];
     if (!g->y || !g->split) {
+        /* The allocator's message names the budget or the size. */
+        snprintf(why, sizeof why, "%s", actc_last_error());
         actc_graph_free(g);
-        return actc_set_error(ACTC_ERR_OOM, "out of memory for the labels of %d nodes", n);
+        return actc_set_error(ACTC_ERR_OOM, "the labels of a graph of %d nodes: %s", n, why);
     }
     if (!(g->x = actc_tensor_new(ACTC_MEM_SCRATCH, 2, shape))) {
+        snprintf(why, sizeof why, "%s", actc_last_error());
         actc_graph_free(g);
-        return actc_set_error(actc_last_status() ? actc_last_status() : ACTC_ERR_OOM,
-                              "out of memory for the features of a graph (%d nodes x %d features)", n, n_features);
+        return actc_set_error(ACTC_ERR_OOM, "the features of a graph (%d nodes x %d features): %s", n, n_features, why);
     }
     snprintf(g->source, sizeof g->source, "memory");
     *out = g;

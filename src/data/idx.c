@@ -2,10 +2,12 @@
  * gzip-compressed or plain (a file starting with the gzip magic 1f 8b is
  * inflated with zlib as it is read).
  *
- * A gzip file must be one complete member: its CRC-32 and length trailer are
- * checked (inflate reports Z_STREAM_END only after verifying them), and no
- * byte may follow the member.  zlib's gzread would accept a member cut before
- * its trailer (the CRC then never checked) and ignore trailing garbage.
+ * A gzip file is one or more complete members (concatenated members are a
+ * legal gzip file: `gzip -c a >> f`, pigz): each member's CRC-32 and length
+ * trailer are checked (inflate reports Z_STREAM_END only after verifying
+ * them), and no byte that does not start another member may follow the
+ * last.  zlib's gzread would accept a member cut before its trailer (the
+ * CRC then never checked) and ignore trailing garbage.
  *
  * Format: a 4-byte magic {0, 0, type, ndims} with type 0x08 (unsigned byte),
  * then ndims big-endian u32 dimensions, then the bytes row-major.  Images are
@@ -58,6 +60,19 @@ static actc_status gz_error(idx_file *f, int zr, const char *what)
                           f->z.msg ? f->z.msg : zr == Z_MEM_ERROR ? "out of memory" : "corrupt data", what);
 }
 
+/* After a member's end: does another member follow (its magic 1f 8b)?
+ * Reads ahead as needed; what follows stays in the input either way. */
+static int next_member(idx_file *f)
+{
+    if (f->z.avail_in < 2) {
+        if (f->z.avail_in == 1) f->in[0] = f->z.next_in[0];
+        const size_t have = f->z.avail_in;
+        f->z.avail_in = (uInt)(have + fread(f->in + have, 1, IN_CHUNK - have, f->fp));
+        f->z.next_in = f->in;
+    }
+    return f->z.avail_in >= 2 && f->z.next_in[0] == 0x1f && f->z.next_in[1] == 0x8b;
+}
+
 /* Read up to len bytes: *got receives how many (0 at the end of the data).
  * A gzip member's end is where its data ends; a damaged one is an error. */
 static actc_status read_some(idx_file *f, unsigned char *p, size_t len, size_t *got, const char *what)
@@ -85,8 +100,9 @@ static actc_status read_some(idx_file *f, unsigned char *p, size_t len, size_t *
             f->z.avail_in = (uInt)n;
         }
         int zr = inflate(&f->z, Z_NO_FLUSH);
-        if (zr == Z_STREAM_END) {
-            f->gz_done = 1; /* the trailer's CRC-32 and length matched */
+        if (zr == Z_STREAM_END) { /* the trailer's CRC-32 and length matched */
+            if (next_member(f) && inflateReset(&f->z) == Z_OK) continue;
+            f->gz_done = 1;
             break;
         }
         if (zr != Z_OK && zr != Z_BUF_ERROR) return gz_error(f, zr, what);
@@ -216,8 +232,8 @@ static actc_status expect_eof(idx_file *f, size_t declared)
         size_t rest = f->z.avail_in;
         while (rest == 0 && (got = fread(extra, 1, sizeof extra, f->fp)) > 0) rest += got;
         if (rest)
-            return actc_set_error(ACTC_ERR_FORMAT, "%s has bytes after its gzip member (trailing data or a second "
-                                                   "member)", f->path);
+            return actc_set_error(ACTC_ERR_FORMAT, "%s has bytes after its last gzip member that do not start "
+                                                   "another (trailing data)", f->path);
     }
     return ACTC_OK;
 }

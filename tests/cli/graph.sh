@@ -50,6 +50,21 @@ expect_fail "truncated graph file" "$D/trunc.graph" $ACTC train --model gcn --da
 cp $G $D/flip.graph; printf '\xff' | dd of=$D/flip.graph bs=1 seek=200 conv=notrunc 2>/dev/null
 expect_fail "corrupted graph file" "$D/flip.graph.*CRC|CRC.*$D/flip.graph" $ACTC train --model gcn --data graph:$D/flip.graph
 expect_fail "missing graph file" "$D/none.graph" $ACTC train --model gcn --data graph:$D/none.graph
+# Smaller things: --out's directory must exist (as for sbm and --save),
+# found before the build; the budget named when the graph itself does not
+# fit; a graph of other features named as such, not as images; image flags
+# given to eval on a graph checkpoint noted, not dropped.
+expect_fail "graph build --out into a missing directory" "graph build --out $D/nodir/g.bin: cannot write there" \
+    $ACTC graph build --out $D/nodir/g.bin
+expect_fail "graph sbm --out into a missing directory" "$D/nodir" \
+    $ACTC graph sbm --nodes 300 --train 30 --val 30 --out $D/nodir/s.graph
+expect_fail "a graph over the budget names it" "budget" $ACTC train --model gcn --data graph:$G --mem-budget 1KiB
+$ACTC graph sbm --nodes 3000 --features 8 --classes 4 --degree 8 --train 300 --val 300 --seed 3 --out $D/f8.graph > /dev/null 2>&1
+expect_fail "a graph of other features" "takes 16 features per node in 4 classes; the graph has 8 features in 4" \
+    $ACTC train --init $D/g.ckpt --data graph:$D/f8.graph --epochs 1 --epoch-steps 1
+out=$($ACTC eval --checkpoint $D/g.ckpt --test-images $D/x --limit-test 5 2>&1)
+grep -q "note: --test-images is for image models; .*g.ckpt holds a graph model" <<<"$out" && grep -q "note: --limit-test" <<<"$out" \
+    && pass "eval on a graph checkpoint notes image flags" || fail "eval with image flags: $out"
 expect_fail "graph for an image model" "does not take a graph" $ACTC train --model mlp --data graph:$G
 expect_fail "images for a graph model" "graph network" $ACTC train --model gcn --data fmnist
 expect_fail "split on images" "--split is for graph models" $ACTC train --model mlp --split 10:10
