@@ -44,6 +44,8 @@ typedef struct {
     double variance_ratio;     /* compression variance / SGD's sampling variance */
     double seconds;            /* wall time of the child                      */
     char note[200];
+    char settings[256];        /* the suite's settings it was measured with
+                                  (bench_csv_append stamps the table's)      */
 } bench_row;
 /* Samples or tokens per second, whichever the row has. */
 double bench_row_rate(const bench_row *r);
@@ -74,10 +76,18 @@ extern const char *const bench_acc_image[], *const bench_acc_lm[], *const bench_
 typedef struct {
     bench_row *rows;
     int n, cap;
+    char settings[256];        /* the suite's (version, suite, budget, steps,
+                                  threads): set before load; every row must
+                                  have been measured with them               */
 } bench_table;
-/* Read path into t (a missing file is an empty table).  0, or prints why
- * (a file from another version of the harness, a malformed line) and
- * returns 1. */
+/* Read path into t (a missing or empty file is an empty table).  Every
+ * field of every row is checked (kind, names, integers, a known status,
+ * numbers finite, not subnormal, in their ranges): a row that fails is
+ * dropped with a note naming its line and why, and its configuration runs
+ * again; so is an unfinished last line (a suite killed while writing it).
+ * The file is then rewritten without them.  0, or prints why and returns 1
+ * for a file from another version of the harness (its header) or rows
+ * measured with other settings than t->settings. */
 int bench_csv_load(const char *path, bench_table *t);
 /* Add r to t and to the file (a new file gets the header first): appended,
  * or when t has a row of the same key (a failed run run again) the file is

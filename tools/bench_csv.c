@@ -2,6 +2,7 @@
  * unit in the column name, appended and fsync'ed as each run ends so that a
  * killed suite resumes from the rows it finished. */
 #include "bench.h"
+#include <errno.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -33,7 +34,7 @@ double bench_row_rate(const bench_row *r)
 
 void bench_row_key(const bench_row *r, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "%s|%s|%s|%d", bench_kind_names[r->kind], r->model, r->policy, r->batch);
+    snprintf(buf, cap, "%s|%.31s|%.159s|%d", bench_kind_names[r->kind], r->model, r->policy, r->batch);
 }
 
 /* The columns: name (with unit), type, where in the row. */
@@ -79,6 +80,7 @@ static const column COLS[] = {
     {"variance_ratio", C_NUM, N(variance_ratio)},
     {"wall_seconds", C_NUM, N(seconds)},
     {"note", C_STR, S(note)},
+    {"suite_settings", C_STR, S(settings)},
 };
 #undef S
 #undef N
@@ -161,24 +163,84 @@ static size_t split(char *line, char **fields, size_t cap)
     return n;
 }
 
-static int parse_row(char *line, bench_row *r)
+/* A whole field as an integer in [lo, hi]: 0, or -1. */
+static int field_int(const char *f, long lo, long hi, int *out)
+{
+    char *end;
+    errno = 0;
+    const long v = strtol(f, &end, 10);
+    if (!*f || *end || errno || v < lo || v > hi) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* The columns' plausible ranges: a figure outside is a damaged row. */
+#define NUM_MAX 1e18
+
+static int known_status(const char *s)
+{
+    static const char *const ok[] = {"ok", "oom", "failed", "n/a"};
+    for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
+        if (!strcmp(s, ok[i])) return 1;
+    return 0;
+}
+
+/* Parse and check one line's fields into r: 0, or -1 with why. */
+static int parse_row(char *line, bench_row *r, char *why, size_t cap)
 {
     char *f[NCOLS + 1];
-    if (split(line, f, NCOLS + 1) != NCOLS) return -1;
+    const size_t n = split(line, f, NCOLS + 1);
+    if (n != NCOLS) {
+        snprintf(why, cap, "%zu fields where a row has %zu", n, NCOLS);
+        return -1;
+    }
     int kind = -1;
     for (int k = 0; k < ROW_NKINDS; k++)
         if (!strcmp(f[0], bench_kind_names[k])) kind = k;
-    if (kind < 0) return -1;
+    if (kind < 0) {
+        snprintf(why, cap, "unknown kind '%.40s'", f[0]);
+        return -1;
+    }
     bench_row_init(r, (row_kind)kind, "", "", 0);
     for (size_t c = 1; c < NCOLS; c++) {
         char *p = (char *)r + COLS[c].off;
         switch (COLS[c].type) {
         case C_KIND: break;
-        case C_STR: snprintf(p, COLS[c].cap, "%s", f[c]); break;
-        case C_INT: *(int *)p = atoi(f[c]); break;
+        case C_STR:
+            if (strlen(f[c]) >= COLS[c].cap) {
+                snprintf(why, cap, "%s is longer than %zu bytes", COLS[c].name, COLS[c].cap - 1);
+                return -1;
+            }
+            snprintf(p, COLS[c].cap, "%s", f[c]);
+            break;
+        case C_INT:
+            if (field_int(f[c], 0, strcmp(COLS[c].name, "search_at_limit") ? 1 << 30 : 1, (int *)p)) {
+                snprintf(why, cap, "%s '%.40s' is not an integer in its range", COLS[c].name, f[c]);
+                return -1;
+            }
+            break;
         case C_NUM:
-        case C_BYTES: *(double *)p = *f[c] ? strtod(f[c], NULL) : NAN; break;
+        case C_BYTES: {
+            if (!*f[c]) break; /* not measured */
+            char *end;
+            const double v = strtod(f[c], &end);
+            const double hi = !strcmp(COLS[c].name, "test_acc_fraction") ? 1.0 : NUM_MAX;
+            if (*end || !isfinite(v) || fpclassify(v) == FP_SUBNORMAL || v < 0 || v > hi) {
+                snprintf(why, cap, "%s '%.40s' is not a number in [0, %g]", COLS[c].name, f[c], hi);
+                return -1;
+            }
+            *(double *)p = v;
+            break;
         }
+        }
+    }
+    if (!r->model[0] || !r->policy[0]) {
+        snprintf(why, cap, "an empty model or policy");
+        return -1;
+    }
+    if (!known_status(r->status)) {
+        snprintf(why, cap, "status '%.40s' is none of ok, oom, failed, n/a", r->status);
+        return -1;
     }
     return 0;
 }
@@ -214,7 +276,7 @@ int bench_csv_load(const char *path, bench_table *t)
 {
     FILE *f = fopen(path, "r");
     if (!f) return 0;
-    char line[8192], want[1024];
+    char want[2048];
     {
         /* the header this version writes, to compare */
         char *buf = NULL;
@@ -229,45 +291,62 @@ int bench_csv_load(const char *path, bench_table *t)
         snprintf(want, sizeof want, "%s", buf);
         free(buf);
     }
-    int rc = 0, lineno = 1, unfinished = 0;
-    if (!fgets(line, sizeof line, f) || strcmp(line, want)) {
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t got = getline(&line, &cap, f);
+    int rc = 0, lineno = 1, dropped = 0;
+    if (got > 0 && strcmp(line, want)) {
         fprintf(stderr, "error: %s: not a CSV of this version of actc bench (its header differs); give another --out "
                         "or remove the file\n", path);
         rc = 1;
     }
-    while (!rc && fgets(line, sizeof line, f)) {
+    /* got <= 0: an empty file, no rows yet */
+    while (!rc && got > 0 && (got = getline(&line, &cap, f)) > 0) {
         lineno++;
-        const int whole = strchr(line, '\n') != NULL;
-        line[strcspn(line, "\n")] = '\0';
+        const int whole = line[got - 1] == '\n';
+        line[strcspn(line, "\r\n")] = '\0';
         if (!*line) continue;
         bench_row r;
+        char why[256];
         if (!whole) {
-            /* a suite killed while writing its last row: drop it (the file
-             * is rewritten below) and run that configuration again */
+            /* a suite killed while writing its last row: dropped (the file is
+             * rewritten below) and that configuration runs again */
             printf("note: %s:%d: an unfinished last row, run again\n", path, lineno);
-            unfinished = 1;
+            dropped = 1;
             break;
         }
-        if (parse_row(line, &r)) {
-            fprintf(stderr, "error: %s:%d: malformed row (a run killed while writing it?); remove that line to "
-                            "resume\n", path, lineno);
+        if (parse_row(line, &r, why, sizeof why)) {
+            printf("note: %s:%d: a damaged row (%s): dropped, its configuration runs again\n", path, lineno, why);
+            dropped = 1;
+            continue;
+        }
+        if (strcmp(r.settings, t->settings)) {
+            fprintf(stderr, "error: %s:%d: a row measured with other settings (%s; now %s): give another --out\n",
+                    path, lineno, r.settings, t->settings);
             rc = 1;
         } else if (push(t, &r)) {
             fprintf(stderr, "error: out of memory reading %s\n", path);
             rc = 1;
         }
     }
+    free(line);
+    if (!rc && ferror(f)) {
+        fprintf(stderr, "error: cannot read %s\n", path);
+        rc = 1;
+    }
     fclose(f);
-    if (!rc && unfinished && rewrite(path, t)) {
+    if (!rc && dropped && rewrite(path, t)) {
         fprintf(stderr, "error: rewriting %s failed\n", path);
         rc = 1;
     }
     return rc;
 }
 
-int bench_csv_append(const char *path, bench_table *t, const bench_row *r)
+int bench_csv_append(const char *path, bench_table *t, const bench_row *row)
 {
-    char key[512], k[512];
+    bench_row stamped = *row, *r = &stamped;
+    snprintf(r->settings, sizeof r->settings, "%s", t->settings);
+    char key[1024], k[1024];
     bench_row_key(r, key, sizeof key);
     for (int i = 0; i < t->n; i++) {
         bench_row_key(&t->rows[i], k, sizeof k);

@@ -209,14 +209,32 @@ static int continues(const char *spec, const char *t)
     return !colon || (eq && eq < colon);
 }
 
-/* A comma-separated list (of policies: see continues()). */
-static void split_list(const char *s, list *l, int policies)
+static void list_free(list *l)
+{
+    for (int i = 0; i < l->n; i++) free(l->v[i]);
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
+
+/* A comma-separated list (of policies: see continues()); a name given
+ * twice is kept once (list_add).  An empty item (a,,b or a comma at an
+ * end) is refused, naming flag: 0, or 1 after the message. */
+static int split_list(const char *s, list *l, int policies, const char *flag)
 {
     l->v = NULL;
     l->n = 0;
-    char *copy = strdup(s), *save = NULL, spec[ACTC_POLICY_MAX] = "";
-    if (!copy) return;
-    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    char *copy = strdup(s), spec[ACTC_POLICY_MAX] = "";
+    if (!copy) return 1;
+    int bad = 0;
+    for (char *t = copy, *next; t && !bad; t = next) {
+        next = strchr(t, ',');
+        if (next) *next++ = '\0';
+        if (!*t) {
+            fprintf(stderr, "error: %s '%s': an empty item (two commas, or one at an end)\n", flag, s);
+            bad = 1;
+            break;
+        }
         if (policies && *spec && continues(spec, t)) {
             snprintf(spec + strlen(spec), sizeof spec - strlen(spec), ",%s", t);
             continue;
@@ -224,14 +242,10 @@ static void split_list(const char *s, list *l, int policies)
         if (*spec) list_add(l, spec);
         snprintf(spec, sizeof spec, "%s", t);
     }
-    if (*spec) list_add(l, spec);
+    if (!bad && *spec) list_add(l, spec);
     free(copy);
-}
-
-static void list_free(list *l)
-{
-    for (int i = 0; i < l->n; i++) free(l->v[i]);
-    free(l->v);
+    if (bad) list_free(l);
+    return bad;
 }
 
 static int check_model(const char *name)
@@ -524,7 +538,7 @@ static int add_torch(const ctx *c, job_list *l, const char *model, int batch)
 static int parse_batches(const char *s, int *out, int cap)
 {
     list l;
-    split_list(s, &l, 0);
+    if (split_list(s, &l, 0, "--batches")) return -1;
     int n = 0, bad = l.n == 0;
     for (int i = 0; i < l.n && !bad; i++) {
         char *end;
@@ -676,13 +690,14 @@ static int cmd_bench(int argc, char **argv)
     char out_default[64];
     snprintf(out_default, sizeof out_default, "bench-out/%s", s->name);
     if (!o.out) o.out = out_default;
-    list models, pols;
-    split_list(o.models ? o.models : s->models, &models, 0);
-    split_list(o.policies ? o.policies : s->policies, &pols, 1);
+    list models = {0}, pols = {0};
     rc = 2;
     job_list jobs = {0};
     bench_table table = {0};
     int fixed[16], nfixed = 0;
+    if (split_list(o.models ? o.models : s->models, &models, 0, "--models") ||
+        split_list(o.policies ? o.policies : s->policies, &pols, 1, "--policies"))
+        goto out;
     if (!models.n || !pols.n) {
         fprintf(stderr, "error: --models and --policies need at least one name each\n");
         goto out;
@@ -712,6 +727,15 @@ static int cmd_bench(int argc, char **argv)
         int smallest = bs[0];
         for (int i = 1; i < nb; i++)
             if (bs[i] < smallest) smallest = bs[i];
+        /* What the runs derive from the flags, checked before the first:
+         * an image model's train run reads --steps batches of each size. */
+        for (int i = 0; s->train && !lm && i < nb; i++)
+            if ((long long)bs[i] * o.steps > INT_MAX) {
+                fprintf(stderr, "error: --steps %d at batch %d: the train runs would read %lld images "
+                                "(--limit-train), over %d\n",
+                        o.steps, bs[i], (long long)bs[i] * o.steps, INT_MAX);
+                goto out;
+            }
         if (o.budget && !o.report_only && check_budget(&c, model, &pols, smallest)) goto out;
         for (int p = 0; p < pols.n; p++) {
             const char *pol = pols.v[p];
@@ -767,6 +791,7 @@ static int cmd_bench(int argc, char **argv)
              o.budget, o.steps, o.threads);
     if (check_settings(o.out, settings) || lock_out(o.out)) goto out;
     bench_path(csv, sizeof csv, "%s/results.csv", o.out);
+    snprintf(table.settings, sizeof table.settings, "%s", settings);
     if (bench_csv_load(csv, &table)) goto out;
 
     char bud[32] = "none";

@@ -121,6 +121,48 @@ if run_suite --report-only > "$TMP/ro.txt" 2>&1 && ! grep -q '^\[' "$TMP/ro.txt"
 else
     fail "--report-only"; cat "$TMP/ro.txt"
 fi
+# A damaged CSV: every field of a row is checked on read; a row that fails
+# (an unknown status or kind, a number out of range or subnormal, a batch
+# past int, a field longer than its column, here a note of 9,000 bytes in
+# the middle) is dropped with a note naming its line, its configuration runs
+# again, and the rows after it are kept.  The file is rewritten clean.
+cp "$CSV" "$TMP/good.csv"
+python3 - "$CSV" <<'EOF'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+h, data = rows[0], rows[1:]
+c = {n: i for i, n in enumerate(h)}
+for i, (col, v) in enumerate([("status", "bogus"), ("samples_per_s", "-1e308"), ("samples_per_s", "1e-320"),
+                              ("batch_samples", "99999999999"), ("kind", "trian"), ("note", "x" * 9000)]):
+    data[i][c[col]] = v
+w = csv.writer(open(sys.argv[1], "w"), lineterminator="\n")
+w.writerow(h)
+w.writerows(data)
+EOF
+last=$(tail -1 "$CSV")
+run_suite --report-only > "$TMP/dmg.txt" 2>&1
+notes=$(grep -c "a damaged row" "$TMP/dmg.txt")
+if [ "$notes" -eq 6 ] && grep -q "results.csv:2: a damaged row (status 'bogus' is none of ok, oom, failed, n/a)" "$TMP/dmg.txt" &&
+   grep -q "results.csv:3: a damaged row (samples_per_s '-1e308' is not a number" "$TMP/dmg.txt" &&
+   grep -q "results.csv:4: a damaged row (samples_per_s '1e-320'" "$TMP/dmg.txt" &&
+   grep -q "results.csv:5: a damaged row (batch_samples '99999999999'" "$TMP/dmg.txt" &&
+   grep -q "results.csv:6: a damaged row (unknown kind 'trian')" "$TMP/dmg.txt" &&
+   grep -q "results.csv:7: a damaged row (note is longer than" "$TMP/dmg.txt" && grep -qxF -- "$last" "$CSV" &&
+   run_suite --report-only > "$TMP/dmg2.txt" 2>&1 && ! grep -q "damaged" "$TMP/dmg2.txt"; then
+    pass "damaged rows: each named and dropped, the rows after them kept, the file rewritten clean"
+else
+    fail "damaged rows ($notes notes)"; grep note "$TMP/dmg.txt" | cut -c1-150
+fi
+# Rows measured with other settings are never reused, even without suite.txt.
+cp "$TMP/good.csv" "$CSV" && rm -f "$OUT/suite.txt"
+sed -i '2,$s/actc=[^,]*/actc=0.0.1 suite=other budget=1 steps=9 threads=7/' "$CSV"
+expect_fail "rows of other settings, suite.txt deleted" "results.csv:2: a row measured with other settings \(actc=0.0.1" \
+    run_suite --report-only
+# An empty results.csv is a suite with no rows yet.
+: > "$CSV"
+run_suite --report-only > "$TMP/empty.txt" 2>&1 && pass "an empty results.csv: no rows yet" || { fail "empty results.csv"; tail -3 "$TMP/empty.txt"; }
+cp "$TMP/good.csv" "$CSV"
+
 # The paper suite lists no longest-window search for GACT, whose sensitivity
 # passes at batch 1 span the whole window (compact's codec part included),
 # and says why.
@@ -154,6 +196,11 @@ expect_fail "budget too small" "too small: not one policy trains mlp" $ACTC benc
 expect_fail "graph model" "full-batch" $ACTC bench --models gcn --out "$TMP/bad"
 expect_fail "bad batches" "--batches" $ACTC bench --models mlp --batches 8,x --out "$TMP/bad"
 expect_fail "unknown suite" "--suite must be" $ACTC bench --suite huge
+expect_fail "an empty item in --models" "--models 'mlp,,mlp': an empty item" $ACTC bench --models mlp,,mlp --out "$TMP/bad"
+expect_fail "an empty item in --batches" "--batches '8,,8': an empty item" $ACTC bench --models mlp --batches 8,,8 --out "$TMP/bad"
+expect_fail "a trailing comma in --policies" "--policies 'none,': an empty item" $ACTC bench --models mlp --policies none, --out "$TMP/bad"
+expect_fail "--steps whose runs would overflow" "--steps 2147483647 at batch 32: the train runs would read" \
+    $ACTC bench --models mlp --policies none --batches 32 --budget 0 --steps 2147483647 --out "$TMP/bad"
 [ -e "$TMP/bad" ] && fail "a refused suite wrote $TMP/bad" || pass "refused suites wrote nothing"
 touch "$TMP/afile"
 expect_fail "unwritable output" "cannot write there" $ACTC bench --models mlp --policies none --out "$TMP/afile/out"
