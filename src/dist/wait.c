@@ -48,7 +48,8 @@ static actc_status stalled(actc_dist *d, const char *what, double waited)
     const int P = d->size;
     char *answered = calloc((size_t)P, 1);
     MPI_Request *req = calloc((size_t)P, sizeof *req);
-    char ping = 0, *pong = calloc((size_t)P, 1);
+    char *pong = calloc((size_t)P, 1);
+    static char ping; /* outlives the sends to silent ranks, never completed */
     d->broken = 1; /* the exchange cannot be cancelled */
     if (!answered || !req || !pong) {
         free(answered), free(req), free(pong);
@@ -57,7 +58,9 @@ static actc_status stalled(actc_dist *d, const char *what, double waited)
     for (int r = 0; r < P; r++) {
         req[r] = MPI_REQUEST_NULL;
         if (r == d->rank) continue;
-        MPI_Send(&ping, 1, MPI_CHAR, r, TAG_PING, d->ping);
+        MPI_Request sent; /* a stopped rank never takes it: not waited for */
+        MPI_Isend(&ping, 1, MPI_CHAR, r, TAG_PING, d->ping, &sent);
+        MPI_Request_free(&sent);
         MPI_Irecv(&pong[r], 1, MPI_CHAR, r, TAG_PONG, d->ping, &req[r]);
     }
     answered[d->rank] = 1;
@@ -79,8 +82,11 @@ static actc_status stalled(actc_dist *d, const char *what, double waited)
         size_t o = strlen(names);
         if (o < sizeof names - 16) snprintf(names + o, sizeof names - o, "%s%d", silent ? ", " : "", r);
         silent++;
+        /* Its pong will not be read: the receive is withdrawn before pong
+         * goes (a cancelled receive completes locally). */
+        MPI_Cancel(&req[r]);
+        MPI_Wait(&req[r], MPI_STATUS_IGNORE);
     }
-    /* The requests of silent ranks stay posted: the job is ending. */
     free(answered), free(req), free(pong);
     if (!silent)
         return actc_set_error(ACTC_ERR_COMM, "%s did not complete in %.0f s although every rank answers (ranks in "

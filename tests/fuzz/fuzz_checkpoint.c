@@ -6,6 +6,7 @@
  * record describes must never allocate more than the file's own bytes plus
  * that model (bounded by the file), and a refused load changes nothing. */
 #include "fuzz_util.h"
+#include "../../src/train/train.h"
 #include <zlib.h>
 
 static void put32(uint8_t *p, uint32_t v)
@@ -93,6 +94,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t n)
         if (!actc_last_error()[0]) abort();
         if (weight_crc() != before || actc_trainer_steps(g_trainer) != steps) abort(); /* changed half-way */
     }
+    /* A data-parallel run's per-rank states (RANKS): rank 1 of 2 takes its
+     * own, or the file is refused with a message and nothing changes. */
+    int applied = 0;
+    const uLong mid = weight_crc();
+    if (actc__trainer_load_rank(g_trainer, path, 1, 2, &applied) != ACTC_OK && !actc_last_error()[0]) abort();
+    if (weight_crc() != mid) abort(); /* policy state only, never weights */
     if (actc_checkpoint_load(path, g_model, NULL, NULL) != ACTC_OK && !actc_last_error()[0]) abort();
     unlink(path);
     return 0;

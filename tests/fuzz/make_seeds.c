@@ -6,6 +6,7 @@
  * files (a hand graph with every split value, a small SBM; the first byte
  * is fuzz_graph's mode). */
 #include "actc.h"
+#include "../../src/train/train.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +140,17 @@ int main(int argc, char **argv)
     snprintf(path, sizeof path, "%s/tests/fuzz/seeds/trainer.tmp", g_root);
     if (actc_trainer_save(t, path)) return 1;
     copy_file("checkpoint", "trainer", path);
+    {
+        /* as actc_dist_save writes it on 2 ranks: rank 1's state beside */
+        uint8_t *st = NULL;
+        size_t len = 0;
+        if (actc__trainer_learnt_state(t, &st, &len)) return 1;
+        const uint8_t *states[2] = {NULL, st};
+        const size_t lens[2] = {0, len};
+        if (actc__trainer_save_ranks(t, path, 2, states, lens)) return 1;
+        free(st);
+        copy_file("checkpoint", "trainer_ranks", path);
+    }
     if (actc_checkpoint_save(path, m, actc_trainer_optim(t), "note")) return 1;
     copy_file("checkpoint", "model_optim", path);
     if (actc_checkpoint_save(path, m, NULL, NULL)) return 1;
