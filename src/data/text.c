@@ -44,6 +44,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #define TEXT_TAG 0x74657874ULL /* "text" */
@@ -73,16 +75,24 @@ static int buf_reserve(bytebuf *b, size_t extra)
 /* Append the whole content of the file at path. */
 static actc_status read_file(const char *path, bytebuf *b)
 {
-    /* Before opening: opening a FIFO blocks until a writer comes, and a
-     * device or a socket may never end (the graph and checkpoint readers
-     * refuse them alike). */
+    /* A device or a socket may never end: refused, as the graph and
+     * checkpoint readers refuse them.  A FIFO is a pipe (a shell's <(...)
+     * is one): read, but opened without blocking, since opening a named one
+     * with no writer would wait forever; with no writer it reads as empty
+     * and says why. */
     struct stat pre;
-    if (stat(path, &pre) == 0 && !S_ISREG(pre.st_mode))
+    const int known = stat(path, &pre) == 0, fifo = known && S_ISFIFO(pre.st_mode);
+    if (known && (S_ISCHR(pre.st_mode) || S_ISBLK(pre.st_mode) || S_ISSOCK(pre.st_mode)))
         return actc_set_error(ACTC_ERR_IO, "cannot read text file %s: not a regular file (a %s)", path,
-                              S_ISFIFO(pre.st_mode) ? "FIFO" : S_ISDIR(pre.st_mode) ? "directory"
-                                                      : S_ISSOCK(pre.st_mode) ? "socket" : "device");
-    FILE *f = fopen(path, "rb");
+                              S_ISSOCK(pre.st_mode) ? "socket" : "device");
+    const int fd = open(path, O_RDONLY | O_CLOEXEC | (fifo ? O_NONBLOCK : 0));
+    FILE *f = NULL;
+    if (fd >= 0) {
+        if (fifo) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK); /* reads wait for the writer */
+        if (!(f = fdopen(fd, "rb"))) close(fd);
+    }
     if (!f) return actc_set_error(ACTC_ERR_IO, "cannot open text file %s: %s", path, strerror(errno));
+    const size_t start = b->n;
     struct stat st;
     if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
         if (buf_reserve(b, (size_t)st.st_size + 1) != 0) {
@@ -107,6 +117,9 @@ static actc_status read_file(const char *path, bytebuf *b)
     if (bad)
         return actc_set_error(ACTC_ERR_IO, "cannot read text file %s: %s", path,
                               err ? strerror(err) : "read error");
+    if (fifo && b->n == start)
+        return actc_set_error(ACTC_ERR_IO, "text file %s is a FIFO that gave nothing: no writer had it open (start "
+                                           "the writer first, or use a file)", path);
     return ACTC_OK;
 }
 

@@ -56,9 +56,13 @@ $ACTC maxbatch --budget 64MiB --model gpt --layers 2 --width 32 --heads 2 --cont
 # Bad input: a clear message and a non-zero exit.
 expect_fail "missing corpus" "$D/nope.txt" $ACTC train $TINY --data text:$D/nope.txt
 expect_fail "empty corpus" "$D/empty.txt.*empty|empty.*$D/empty.txt" $ACTC train $TINY --data text:$D/empty.txt
+# A named FIFO with no writer is not waited on (open() would block forever):
+# it reads as empty and says why; a device is refused; a pipe with a writer
+# (a shell's <(...)) is read.
 mkfifo $D/fifo.txt
-expect_fail "a FIFO as the corpus is refused, not waited on" "fifo.txt: not a regular file \\(a FIFO\\)" \
+expect_fail "a FIFO with no writer: not waited on" "fifo.txt is a FIFO that gave nothing: no writer" \
     timeout 20 $ACTC train $TINY --data text:$D/fifo.txt
+expect_fail "a device as the corpus" "/dev/zero: not a regular file \\(a device\\)" timeout 20 $ACTC train $TINY --data text:/dev/zero
 expect_fail "corpus shorter than a window" "too short for windows of 32" $ACTC train $TINY --data text:$D/short.txt
 expect_fail "window over the context" "--seq 64 is over the context.*32" $ACTC train $TINY --seq 64 --data text:$D/corpus.txt
 expect_fail "image model on text" "classifies images" $ACTC train --model resnet20 --data text:$D/corpus.txt
