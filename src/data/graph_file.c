@@ -229,12 +229,13 @@ actc_status actc_graph_load(const char *path, actc_graph **out)
                            path, (unsigned)version, GRAPH_VERSION);
         goto done;
     }
-    if (n < 1 || nf < 1 || nc < 1 || m < 0) {
+    if (n < 1 || nf < 1 || nc < 1 || nc > n || m < 0) {
         s = actc_set_error(ACTC_ERR_FORMAT,
                            "%s: bad header: %d nodes, %d features, %d classes, %lld edges (%s)", path, (int)n, (int)nf,
                            (int)nc, (long long)m,
                            n == 0 ? "an empty graph: need at least 1 node" : n < 0 ? "negative node count"
-                           : nf < 1 ? "need at least 1 feature" : nc < 1 ? "need at least 1 class" : "negative edge count");
+                           : nf < 1 ? "need at least 1 feature" : nc < 1 ? "need at least 1 class"
+                           : nc > n ? "more classes than nodes" : "negative edge count");
         goto done;
     }
     /* The size the header declares, overflow-safe, against the file's. */
