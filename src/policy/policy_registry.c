@@ -119,6 +119,20 @@ static int parse_real(const char *s, double lo, double hi, double *out)
     return 1;
 }
 
+/* The same for an option kept as a float: the range is checked on the
+ * float, so that the canonical spelling of what is kept (%.9g of the
+ * float) parses back to it (1e-6 became 9.99999997e-07, under the bound;
+ * found by fuzz_spec). */
+static int parse_real_f(const char *s, float lo, float hi, float *out)
+{
+    double v;
+    if (actc_parse_number(s, &v) != ACTC_OK || !(v >= -3.4e38 && v <= 3.4e38)) return 0;
+    const float f = (float)v;
+    if (!(f >= lo && f <= hi)) return 0;
+    *out = f;
+    return 1;
+}
+
 /* quant:B[,group=G|,per-tensor] */
 static actc_status parse_quant(const char *spec, const char *args, actc_policy **out)
 {
@@ -299,8 +313,7 @@ static actc_status parse_compact(const char *spec, actc_policy **out)
             else if (parse_int(opt + 4, 1, INT32_MAX, &n)) o.gap = (uint32_t)n;
             else return bad_spec(spec, "gap= is a number of steps >= 1, or none for one fixed projection");
         } else if (!strncasecmp(opt, "scale=", 6)) {
-            if (!parse_real(opt + 6, 1e-6, 1e6, &v)) return bad_spec(spec, "scale= is a positive number (alpha)");
-            o.scale = (float)v;
+            if (!parse_real_f(opt + 6, 1e-6f, 1e6f, &o.scale)) return bad_spec(spec, "scale= is a positive number (alpha)");
         } else if (!strcasecmp(opt, "proj=gauss") || !strcasecmp(opt, "proj=gaussian")) {
             o.sparse = o.shared_seed = 0;
         } else if (!strcasecmp(opt, "proj=sparse")) {
@@ -308,8 +321,7 @@ static actc_status parse_compact(const char *spec, actc_policy **out)
         } else if (!strcasecmp(opt, "proj=shared")) {
             o.shared_seed = 1;
         } else if (!strncasecmp(opt, "density=", 8)) {
-            if (!parse_real(opt + 8, 1e-6, 1.0, &v)) return bad_spec(spec, "density= is in (0, 1]");
-            o.density = (float)v;
+            if (!parse_real_f(opt + 8, 1e-6f, 1.0f, &o.density)) return bad_spec(spec, "density= is in (0, 1]");
             seen_density = 1;
         } else if (!strncasecmp(opt, "layers=", 7)) {
             /* Any printable character but '+', which always means composition
