@@ -114,42 +114,40 @@ expect_job_fail "the memory budget ends the job" "budget" $MPI -np 2 $ACTC train
 expect_job_fail "the budget of one rank in the middle of training ends the job" \
     "training step 1: memory budget exceeded.*|rank 1 of 2 failed" $MPI -np 2 $ACTC train $TINY --batch 7 --mem-budget 1140000
 
-# A rank killed with SIGKILL: mpirun ends the job (non-zero) within a minute.
-mpirun -np 2 $ACTC train $TINY --epoch-steps 1000000 > $D/kill.out 2>&1 &
-job=$!
-for ((i = 0; i < 100; i++)); do
-    pids=$(pgrep -f -- "actc train .*--epoch-steps 1000000" | grep -v "^$job$" || true)
-    [ "$(wc -w <<<"$pids")" -ge 2 ] && break; sleep 0.1
-done
-victim=$(for p in $pids; do [ "$(ps -o comm= -p $p)" = actc ] && echo $p; done | tail -1)
-if [ -z "$victim" ]; then fail "SIGKILL test: no rank to kill"; kill $job 2>/dev/null
-else
-    sleep 1; kill -9 $victim; t0=$SECONDS
+# signal_a_rank SIGNAL STEPS FLAGS...: start a 2-rank job of STEPS steps per
+# epoch (a marker to find its ranks), send one rank SIGNAL after a second,
+# and wait up to 60 s for the job to end.  Sets job, victim, rc (124: it
+# did not end) and t0; out is $D/signal.out.
+signal_a_rank() {
+    local sig=$1 steps=$2 pids; shift 2
+    mpirun -np 2 $ACTC train $TINY --epoch-steps $steps "$@" > $D/signal.out 2>&1 &
+    job=$!
+    for ((i = 0; i < 100; i++)); do
+        pids=$(pgrep -f -- "actc train .*--epoch-steps $steps" | grep -v "^$job$" || true)
+        [ "$(wc -w <<<"$pids")" -ge 2 ] && break; sleep 0.1
+    done
+    victim=$(for p in $pids; do [ "$(ps -o comm= -p $p)" = actc ] && echo $p; done | tail -1)
+    rc=
+    [ -n "$victim" ] || { kill $job 2>/dev/null; return; }
+    sleep 1; kill -$sig $victim; t0=$SECONDS
     for ((i = 0; i < 600 && $(kill -0 $job 2>/dev/null && echo 1 || echo 0); i++)); do sleep 0.1; done
-    if kill -0 $job 2>/dev/null; then fail "SIGKILL of a rank: mpirun still running after 60 s"; kill -9 $job; pkill -9 -f -- "--epoch-steps 1000000"
-    else wait $job; rc=$?; [ $rc -ne 0 ] && pass "SIGKILL of a rank ends the job (exit $rc, $((SECONDS - t0)) s)" || fail "SIGKILL: exit 0"; fi
-fi
+    if kill -0 $job 2>/dev/null; then rc=124; kill -9 $job; else wait $job; rc=$?; fi
+    kill -9 $victim 2>/dev/null; pkill -9 -f -- "--epoch-steps $steps"
+}
+
+# A rank killed with SIGKILL: mpirun ends the job (non-zero) within a minute.
+signal_a_rank KILL 1000000
+if [ -z "$rc" ]; then fail "SIGKILL test: no rank to kill"
+elif [ "$rc" = 124 ]; then fail "SIGKILL of a rank: mpirun still running after 60 s"
+elif [ "$rc" -ne 0 ]; then pass "SIGKILL of a rank ends the job (exit $rc, $((SECONDS - t0)) s)"
+else fail "SIGKILL: exit 0"; fi
 
 # A rank stopped with SIGSTOP (it neither dies nor answers): the others give
 # up after --comm-timeout, name it, and the job ends (it hung forever before).
-mpirun -np 2 $ACTC train $TINY --epoch-steps 1000001 --comm-timeout 3 > $D/stop.out 2>&1 &
-job=$!
-for ((i = 0; i < 100; i++)); do
-    pids=$(pgrep -f -- "actc train .*--epoch-steps 1000001" | grep -v "^$job$" || true)
-    [ "$(wc -w <<<"$pids")" -ge 2 ] && break; sleep 0.1
-done
-victim=$(for p in $pids; do [ "$(ps -o comm= -p $p)" = actc ] && echo $p; done | tail -1)
-if [ -z "$victim" ]; then fail "SIGSTOP test: no rank to stop"; kill $job 2>/dev/null
-else
-    sleep 1; kill -STOP $victim; t0=$SECONDS
-    for ((i = 0; i < 600 && $(kill -0 $job 2>/dev/null && echo 1 || echo 0); i++)); do sleep 0.1; done
-    if kill -0 $job 2>/dev/null; then fail "SIGSTOP of a rank: mpirun still running after 60 s"; kill -9 $job
-    else
-        wait $job; rc=$?
-        [ $rc -ne 0 ] && grep -Eq "did not complete in [0-9]+ s: rank [01] did not answer" $D/stop.out \
-            && pass "SIGSTOP of a rank: the job ends naming it (exit $rc, $((SECONDS - t0)) s)" \
-            || { fail "SIGSTOP: exit $rc"; tail -5 $D/stop.out; }
-    fi
-    kill -9 $victim 2>/dev/null; pkill -9 -f -- "--epoch-steps 1000001"
-fi
+signal_a_rank STOP 1000001 --comm-timeout 3
+if [ -z "$rc" ]; then fail "SIGSTOP test: no rank to stop"
+elif [ "$rc" = 124 ]; then fail "SIGSTOP of a rank: mpirun still running after 60 s"
+elif [ "$rc" -ne 0 ] && grep -Eq "did not complete in [0-9]+ s: rank [01] did not answer" $D/signal.out; then
+    pass "SIGSTOP of a rank: the job ends naming it (exit $rc, $((SECONDS - t0)) s)"
+else fail "SIGSTOP: exit $rc"; tail -5 $D/signal.out; fi
 finish
