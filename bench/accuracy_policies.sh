@@ -3,7 +3,7 @@
 # row (issue 4): ResNet-20 on Fashion-MNIST, SGD Nesterov 0.9, lr 0.1,
 # wd 5e-4, cosine with 50 warm-up steps, batch 128, no augmentation.
 # Prints one line per policy: final test accuracy, difference to `none`,
-# context ratio vs fp32 and the last epoch's time.  A run that diverges is
+# context ratio vs none (the memory table's headline) and the last epoch's time.  A run that diverges is
 # reported as such (the trainer stops on a NaN/Inf loss).
 #
 # usage: bench/accuracy_policies.sh [BUILD_DIR] [EPOCHS] [POLICIES...]

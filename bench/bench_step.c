@@ -188,14 +188,14 @@ int main(int argc, char **argv)
     printf("%-9s batch %4d %-8s %8.1f %s/s  forward %4.1f%%  backward %4.1f%%  optimizer %4.1f%%  "
            "context %.1f MiB (%.2fx)  peak %.1f MiB  RSS %.1f MiB\n",
            model, batch, policy, sps, lm ? "tokens" : "samples", 100 * tf / total, 100 * tb / total, 100 * to_s / total,
-           ss.stored_peak / 1048576.0, ss.stored_peak ? (double)ss.fp32_peak / ss.stored_peak : 0,
+           ss.context_bytes / 1048576.0, actc_context_ratio(&ss),
            ms.peak_total / 1048576.0, actc_process_peak_rss() / 1048576.0);
     printf("{\"model\":\"%s\",\"batch\":%d,\"seq\":%d,\"policy\":\"%s\",\"threads\":%d,\"steps\":%d,\"%s_per_s\":%.2f,"
-           "\"forward_s\":%.4f,\"backward_s\":%.4f,\"optimizer_s\":%.4f,\"context_bytes\":%zu,\"context_fp32\":%zu,"
+           "\"forward_s\":%.4f,\"backward_s\":%.4f,\"optimizer_s\":%.4f,\"context_bytes\":%zu,\"context_none\":%zu,\"context_fp32\":%zu,"
            "\"peak_total\":%zu,\"peak_rss\":%zu,\"deterministic\":%d,\"cached\":%zu,\"allocs_per_step\":%.1f,\"sys_allocs_per_step\":%.1f,\"minflt_per_step\":%.1f,"
            "\"codec_s\":%.4f,\"params\":%zu,\"gemm\":\"%s\",\"openblas_core\":\"%s\",\"isa\":\"%s\"}\n",
-           model, batch, T, policy, actc_get_threads(), steps, lm ? "tokens" : "samples", sps, tf / steps, tb / steps, to_s / steps, ss.stored_peak,
-           ss.fp32_peak, ms.peak_total, actc_process_peak_rss(), actc_get_deterministic(), ms.cached,
+           model, batch, T, policy, actc_get_threads(), steps, lm ? "tokens" : "samples", sps, tf / steps, tb / steps, to_s / steps, ss.context_bytes,
+           ss.context_none, ss.context_fp32, ms.peak_total, actc_process_peak_rss(), actc_get_deterministic(), ms.cached,
            (double)(ms.n_allocs - ms0.n_allocs) / steps, (double)(ms.n_sys_allocs - ms0.n_sys_allocs) / steps, flt_per_step,
            tc / steps, actc_model_num_params(m), actc_gemm_backend_in_use(), cpu.openblas_core, actc_isa_name(cpu.isa_level));
     if (profile) print_profile(ctx, model, steps, total, to_s);

@@ -26,7 +26,9 @@ run() { # BUILD MODEL BATCH ATTENTION POLICY -> "stored fp32"
         "$build/actc" train --model "$model" --batch "$batch" --compress "$policy" --epochs 1 --limit-train "$batch" \
             --limit-test 16 --threads 2 --progress off --log "$log" > /dev/null
     fi
-    sed -n 's/.*"context_stored":\([0-9]*\),"context_fp32":\([0-9]*\).*/\1 \2/p' "$log"
+    # each key on its own: builds before and after "context_none" order them differently
+    local rec=$(grep '"event":"epoch"' "$log" | tail -1)
+    echo "$(grep -o '"context_stored":[0-9]*' <<<"$rec" | cut -d: -f2) $(grep -o '"context_fp32":[0-9]*' <<<"$rec" | cut -d: -f2)"
 }
 for m in $models; do
     IFS=: read -r model batch attn <<<"$m"

@@ -6,7 +6,7 @@ EPOCH (2): the epoch whose record is read (a longer run's record of that
 epoch is the shorter run's: the rate is constant).
 For every model and policy: the final test accuracy (mean +- sample std over
 the seeds whose run finished, and their number) and the context compression
-ratio (stored fp32 context / stored context before backward, from the memory
+ratio (what none keeps / the stored context before backward, from the memory
 report of the last epoch; the same for every seed).  Then, per compressed
 policy, GACT's estimate of the gradient variance compression adds, V(b) =
 sum of c_l S(b_l), S(b) = (2^b - 1)^-2, from the sensitivities and bits of

@@ -2,7 +2,7 @@
 # Cost of compression against `none` in one run (issue 4): for each model and
 # batch, the training step under every policy, ROUNDS rounds interleaved so
 # drift hits all policies alike; prints the best samples/s of each policy,
-# its ratio to `none` (slowdown = 1 - ratio), the context ratio vs fp32, the
+# its ratio to `none` (slowdown = 1 - ratio), the context ratio vs none, the
 # allocator peak and the process peak RSS (each configuration in its own
 # process, so each RSS is its own).
 #
@@ -36,7 +36,7 @@ for cfg in $configs; do
     for p in $policies; do
         o=${line[$p]}
         ratio=$(awk -v a="${best[$p]}" -v b="${best[none]:-${best[$p]}}" 'BEGIN{printf "%.3f", a/b}')
-        ctx=$(awk -v f="$(json "$o" context_fp32)" -v s="$(json "$o" context_bytes)" 'BEGIN{printf "%.2f", (s > 0 ? f / s : 0)}')
+        ctx=$(awk -v f="$(json "$o" context_none)" -v s="$(json "$o" context_bytes)" 'BEGIN{printf "%.2f", (s > 0 ? f / s : 0)}')
         printf '  %-20s %10.1f %8s %8sx %10.1f %10.1f\n' "$p" "${best[$p]}" "$ratio" "$ctx" \
             "$(awk -v b="$(json "$o" peak_total)" 'BEGIN{print b/1048576}')" \
             "$(awk -v b="$(json "$o" peak_rss)" 'BEGIN{print b/1048576}')"

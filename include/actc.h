@@ -675,10 +675,15 @@ ACTC_API void actc_ctx_profile_stop(actc_ctx *ctx);
  * not profiling). */
 ACTC_API int actc_ctx_profile_get(const actc_ctx *ctx, actc_op_time *out, int max);
 
-/* Statistics of the saved-context store.  "Activation memory" is stored_peak:
- * the store's bytes at the end of the forward pass (with segment
- * checkpointing the recomputes may push it higher during backward:
- * forward_bytes and backward_peak tell the two apart, GACT's AM1 and AM2). */
+/* Statistics of the saved-context store.  Activation memory as the papers
+ * count it is the context before backward: what the store holds when a
+ * backward pass begins (context_bytes, the largest since the reset), set
+ * against what the `none` policy keeps for the same step (context_none,
+ * given by whoever ran that step: actc_store_set_reference; the trainer
+ * does).  With recompute regions or segment checkpointing the store may
+ * hold more during backward (context_backward_peak; forward_bytes and
+ * backward_peak are the same two for the last backward, GACT's AM1 and
+ * AM2).  stored_peak is the store's peak at any moment. */
 typedef struct {
     size_t stored_bytes;          /* bytes the store holds now (all payloads)  */
     size_t fp32_bytes;            /* what a plain fp32 framework would hold    */
@@ -695,8 +700,36 @@ typedef struct {
                                      backward, recomputes, GACT's measuring;
                                      an fp32 save, kept by reference, costs
                                      none)                                    */
+    /* The context before backward: of the backward passes since the reset
+     * (not GACT's measuring passes), the one that began with the most bytes
+     * stored. */
+    size_t context_bytes;         /* stored when it began                     */
+    size_t context_by_kind[ACTC_SAVE_NKINDS];
+    size_t context_fp32;          /* the fp32 reference of those saves        */
+    size_t context_none;          /* the context `none` keeps for that step:
+                                     the reference set when it ran (0: none
+                                     was set)                                 */
+    size_t context_none_by_kind[ACTC_SAVE_NKINDS];
+    size_t context_backward_peak; /* the most stored during any backward since
+                                     the reset (>= context_bytes when a
+                                     backward ran)                            */
 } actc_store_stats;
 ACTC_API void actc_store_get_stats(const actc_ctx *ctx, actc_store_stats *out);
+/* The context `none` keeps for the passes that follow (until set again;
+ * bytes 0 clears it), by kind (by_kind may be NULL): the store pairs it
+ * with its context before backward (context_none), so that reports set
+ * what a policy keeps against what `none` keeps for the same step, as the
+ * papers do.  Measure it with a counting context (actc_ctx_set_counting)
+ * running the same forward and loss. */
+ACTC_API void actc_store_set_reference(actc_ctx *ctx, size_t bytes, const size_t *by_kind);
+/* A counting context (on 1) measures its saves and keeps nothing: every
+ * save is planned by its codec and counted in the statistics as it would
+ * be stored (stored_bytes, by kind), but no payload is encoded and no
+ * tensor is held, so a forward costs its activations' transient memory
+ * only.  Loads and backward fail.  For the context a forward would keep
+ * under a policy (`none`: no policy installed), without keeping it.  Set
+ * before recording; actc_ctx_reset drops what was counted. */
+ACTC_API actc_status actc_ctx_set_counting(actc_ctx *ctx, int on);
 /* One payload in the store (saves of the same tensor and kind share one). */
 typedef struct {
     char op[24];              /* the operator that saved it first            */
@@ -1728,7 +1761,12 @@ typedef struct {
 
 /* One training step on b.  On failure (out of memory or budget, a NaN or
  * infinite loss, a bad batch) nothing has been updated, the step count
- * stays, and the error names the step.  r may be NULL. */
+ * stays, and the error names the step.  r may be NULL.  The first step on
+ * micro-batches of a new shape also runs their forward and loss once on a
+ * counting context without a policy (actc_ctx_set_counting), for what
+ * `none` keeps: the memory report's reference (actc_store_set_reference).
+ * That forward keeps nothing, leaves the model's buffers as they were and
+ * its timing out of r; a user forward runs one more time then. */
 ACTC_API actc_status actc_trainer_step(actc_trainer *t, const actc_batch *b, actc_step_result *r);
 /* The step without clipping and update: forward and backward (through the
  * controller, which may measure first), the gradient-complete events and
@@ -1979,8 +2017,9 @@ ACTC_API void actc_dist_get_stats(const actc_dist *d, actc_dist_stats *s);
 
 enum { ACTC_REPORT_TEXT = 0, ACTC_REPORT_JSON = 1 };
 /* The memory table (per-category peaks, the allocator's total peak, the
- * context before backward stored vs fp32 by kind with the ratio, the
- * context during recomputed segments, the process peak RSS) as text lines
+ * context before backward against what `none` keeps for the same step, by
+ * kind, with the ratio (actc_context_ratio), the context's peak during
+ * backward, the process peak RSS) as text lines
  * or one JSON object (no newline), into buf (cap bytes, always
  * NUL-terminated when cap > 0).  Returns the length the whole report needs
  * (excluding the NUL), as snprintf does. */
@@ -1989,7 +2028,11 @@ ACTC_API int actc_memory_report(const actc_mem_stats *ms, const actc_store_stats
 ACTC_API int actc_trainer_report(const actc_trainer *t, int format, char *buf, size_t cap);
 /* The same written to f. */
 ACTC_API actc_status actc_trainer_report_file(const actc_trainer *t, int format, FILE *f);
-/* Context ratio fp32 / stored of the store statistics (0 if nothing stored). */
+/* The context ratio of the store statistics: context_none / context_bytes,
+ * how many times smaller the context before backward is than what `none`
+ * keeps for the same step; without a reference (context_none 0),
+ * context_fp32 / context_bytes (the same saves in fp32).  0 if no backward
+ * began with anything stored. */
 ACTC_API double actc_context_ratio(const actc_store_stats *ss);
 
 /* ------------------------------------------------------------------------ */

@@ -826,6 +826,135 @@ static void test_report_and_maxbatch(void **state)
     assert_non_null(strstr(actc_last_error(), "not even batch 64"));
 }
 
+static actc_model *dropout_mlp(void)
+{
+    actc_model_opts mo = actc_model_default_opts();
+    mo.width = 32;
+    mo.dropout = 0.25f;
+    mo.seed = 2;
+    actc_model *m = NULL;
+    if (actc_model_create("mlp", &mo, &m) != ACTC_OK) fail_msg("mlp: %s", actc_last_error());
+    return m;
+}
+
+/* One trainer step of a fresh model under policy on b: the store's figures. */
+static actc_store_stats one_step(model_fn make, const char *policy, const actc_batch *b, actc_model **keep)
+{
+    actc_model *m = make();
+    actc_trainer *t = trainer_for(m, policy, "sgd");
+    actc_step_result r;
+    if (actc_trainer_step(t, b, &r) != ACTC_OK) fail_msg("%s: %s", policy, actc_last_error());
+    actc_store_stats ss;
+    actc_store_get_stats(actc_trainer_ctx(t), &ss);
+    actc_trainer_free(t);
+    if (keep) *keep = m;
+    else actc_model_free(m);
+    return ss;
+}
+
+/* The memory report's reference: what `none` keeps for the step, which
+ * the trainer measures by a counting forward that keeps nothing, equals a
+ * real step under none, kind by kind, for an image model (batch norm, ReLU
+ * masks), an mlp with dropout (its masks) and a transformer, under
+ * policies that change what is saved and not only how (recompute regions,
+ * segments, projections).  The counting forward changes nothing: the
+ * batch-norm running statistics after a trainer step are those of one
+ * plain forward. */
+static void test_none_reference(void **state)
+{
+    (void)state;
+    actc_set_threads(2);
+    actc_image_dataset d = images(16, 13);
+    actc_loader_opts lo = {0.3f, 0.35f, 0, 0, 1, 5};
+    actc_text_corpus c = corpus(4000);
+    actc_source *isrc, *tsrc;
+    assert_int_equal(actc_source_images(&d, 8, 1, &lo, &isrc), ACTC_OK);
+    assert_int_equal(actc_source_text(&c, 4, 16, 7, 1, &tsrc), ACTC_OK);
+    static const struct {
+        model_fn make;
+        int text;
+        const char *policies[4];
+    } cases[] = {{small_resnet, 0, {"quant:2", "gact:CB1", "agoq", NULL}},
+                 {dropout_mlp, 0, {"actnn:L3", "agoq", NULL}},
+                 {tiny_gpt, 1, {"gact:CB2", "agoq", "compact:r=0.5+gact:4", "division"}}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        actc_batch b;
+        assert_int_equal(actc_source_get(cases[i].text ? tsrc : isrc, 0, 0, 0, &b), ACTC_OK);
+        actc_model *m1;
+        const actc_store_stats none = one_step(cases[i].make, "none", &b, &m1);
+        assert_true(none.context_bytes > 0);
+        assert_int_equal(none.context_none, none.context_bytes); /* counted = kept */
+        assert_memory_equal(none.context_none_by_kind, none.context_by_kind, sizeof none.context_by_kind);
+        for (int k = 0; k < 4 && cases[i].policies[k]; k++) {
+            const actc_store_stats ss = one_step(cases[i].make, cases[i].policies[k], &b, NULL);
+            if (ss.context_none != none.context_bytes)
+                fail_msg("%s: reference %zu, a step under none keeps %zu", cases[i].policies[k], ss.context_none,
+                         none.context_bytes);
+            assert_memory_equal(ss.context_none_by_kind, none.context_by_kind, sizeof none.context_by_kind);
+            assert_true(ss.context_bytes < ss.context_none);
+            assert_true(ss.context_backward_peak >= ss.context_bytes);
+        }
+        /* The state after the trainer's step against one plain forward and
+         * backward of the same batch on a fresh model. */
+        actc_model *m2 = cases[i].make();
+        actc_ctx *ctx = actc_ctx_new();
+        actc_tensor *y = actc_model_forward_batch(m2, ctx, &b);
+        assert_non_null(y);
+        actc_tensor *loss = actc_cross_entropy(ctx, y, b.labels, -1, NULL);
+        assert_non_null(loss);
+        assert_int_equal(actc_backward(ctx, loss), ACTC_OK);
+        actc_tensor_release(loss);
+        actc_tensor_release(y);
+        actc_tensor **p1, **s1, **s2;
+        const int np = actc_model_params(m1, &p1), ns = actc_model_state(m1, &s1);
+        assert_int_equal(actc_model_state(m2, &s2), ns);
+        for (int j = np; j < ns; j++) assert_memory_equal(s1[j]->data, s2[j]->data, s1[j]->numel * sizeof(float));
+        if (i == 0) assert_true(ns > np); /* the resnet has running statistics to compare */
+        actc_ctx_free(ctx);
+        actc_model_free(m1);
+        actc_model_free(m2);
+    }
+    actc_source_free(isrc);
+    actc_source_free(tsrc);
+    actc_image_dataset_free(&d);
+    actc_text_free(&c);
+}
+
+/* A counting context keeps nothing and refuses what needs what it kept. */
+static void test_counting_context(void **state)
+{
+    (void)state;
+    actc_ctx *ctx = actc_ctx_new();
+    assert_int_equal(actc_ctx_set_counting(ctx, 1), ACTC_OK);
+    int shp[2] = {64, 32};
+    actc_tensor *x = actc_param_new(2, shp, "x");
+    actc_tensor *h = actc_tensor_new(ACTC_MEM_ACT, 2, shp);
+    for (size_t i = 0; i < h->numel; i++) h->data[i] = (float)i - 1000.0f;
+    actc_tensor *a = actc_mul(ctx, h, x); /* saves h and x */
+    assert_non_null(a);
+    actc_store_stats ss;
+    actc_store_get_stats(ctx, &ss);
+    assert_true(ss.stored_bytes >= h->numel * sizeof(float));
+    actc_mem_stats ms;
+    actc_mem_get_stats(&ms);
+    assert_int_equal(ms.current[ACTC_MEM_CONTEXT], 0); /* nothing held */
+    assert_int_equal(actc_ctx_set_counting(ctx, 0), ACTC_ERR_STATE); /* not while a tape is recorded */
+    int32_t labels[64] = {0};
+    actc_tensor *l = actc_cross_entropy(ctx, a, labels, -1, NULL);
+    assert_non_null(l);
+    assert_int_equal(actc_backward(ctx, l), ACTC_ERR_STATE);
+    assert_non_null(strstr(actc_last_error(), "counting"));
+    actc_store_get_stats(ctx, &ss);
+    assert_int_equal(ss.stored_bytes, 0); /* the failed backward dropped the tape */
+    assert_int_equal(actc_ctx_set_counting(ctx, 0), ACTC_OK);
+    assert_int_equal(actc_ctx_set_counting(NULL, 1), ACTC_ERR_INVALID);
+    actc_tensor_release(l);
+    actc_tensor_release(a);
+    actc_tensor_release(h);
+    actc_tensor_release(x);
+    actc_ctx_free(ctx);
+}
+
 /* Count of an operator's forwards and backwards in the profile (-1: absent). */
 static void op_calls(const actc_op_time *ops, int n, const char *op, long *fw, long *bw)
 {
@@ -976,7 +1105,8 @@ int main(void)
         cmocka_unit_test(test_custom_model_checks),    cmocka_unit_test(test_bad_trainer_checkpoints),
         cmocka_unit_test(test_bad_options),            cmocka_unit_test(test_report_and_maxbatch),
         cmocka_unit_test(test_encoded_gradients_in_trainer), cmocka_unit_test(test_profile),
-        cmocka_unit_test(test_rank_states),
+        cmocka_unit_test(test_rank_states),            cmocka_unit_test(test_none_reference),
+        cmocka_unit_test(test_counting_context),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

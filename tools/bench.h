@@ -35,7 +35,7 @@ typedef struct {
     /* ms per step; the codecs' (encode and decode) share of forward and of
      * backward is inside forward_ms and backward_ms */
     double step_ms, forward_ms, codec_forward_ms, backward_ms, codec_backward_ms, update_ms, controller_ms;
-    double ctx_B, ctx_fp32_B, ctx_ratio, act_B, mask_B, index_B, exact_B;
+    double ctx_B, ctx_none_B, ctx_ratio, act_B, mask_B, index_B, exact_B;
     double alloc_peak_B, rss_peak_B;
     double train_loss, test_acc, val_bpb;
     double largest_batch, longest_window;

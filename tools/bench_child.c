@@ -140,7 +140,7 @@ static const struct {
     {"update", offsetof(bench_row, update_ms)},
     {"controller", offsetof(bench_row, controller_ms)},
     {"context_stored", offsetof(bench_row, ctx_B)},
-    {"context_fp32", offsetof(bench_row, ctx_fp32_B)},
+    {"context_none", offsetof(bench_row, ctx_none_B)},
     {"context_ratio", offsetof(bench_row, ctx_ratio)},
     {"ACT\":{\"stored", offsetof(bench_row, act_B)},
     {"MASK\":{\"stored", offsetof(bench_row, mask_B)},

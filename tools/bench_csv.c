@@ -21,7 +21,7 @@ void bench_row_init(bench_row *r, row_kind kind, const char *model, const char *
     r->batch = batch;
     double *nums[] = {&r->samples_per_s, &r->tokens_per_s, &r->step_ms, &r->forward_ms, &r->codec_forward_ms,
                       &r->backward_ms, &r->codec_backward_ms, &r->update_ms, &r->controller_ms, &r->ctx_B,
-                      &r->ctx_fp32_B, &r->ctx_ratio, &r->act_B, &r->mask_B, &r->index_B, &r->exact_B,
+                      &r->ctx_none_B, &r->ctx_ratio, &r->act_B, &r->mask_B, &r->index_B, &r->exact_B,
                       &r->alloc_peak_B, &r->rss_peak_B, &r->train_loss, &r->test_acc, &r->val_bpb,
                       &r->largest_batch, &r->longest_window, &r->variance_ratio, &r->seconds};
     for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) *nums[i] = NAN;
@@ -63,7 +63,7 @@ static const column COLS[] = {
     {"update_ms", C_NUM, N(update_ms)},
     {"controller_ms", C_NUM, N(controller_ms)},
     {"context_bytes", C_BYTES, N(ctx_B)},
-    {"context_fp32_bytes", C_BYTES, N(ctx_fp32_B)},
+    {"context_none_bytes", C_BYTES, N(ctx_none_B)},
     {"context_ratio", C_NUM, N(ctx_ratio)},
     {"context_act_bytes", C_BYTES, N(act_B)},
     {"context_mask_bytes", C_BYTES, N(mask_B)},

@@ -103,8 +103,9 @@ static const char *bytes(double b, char *buf)
 static void md_context(FILE *f, const bench_table *t, const names *models)
 {
     fprintf(f, "## Context before backward, by kind\n\nWhat the store holds when backward begins (the memory table's "
-               "\"context before backward\"), at the largest batch every policy fit.\n\n"
-               "| model | policy | batch | stored | fp32 | smaller | ACT | MASK | INDEX | EXACT |\n"
+               "\"context before backward\"), against what `none` keeps for the same step, at the largest batch every "
+               "policy fit.\n\n"
+               "| model | policy | batch | stored | none | smaller | ACT | MASK | INDEX | EXACT |\n"
                "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (int m = 0; m < models->n; m++) {
         row_kind k;
@@ -118,7 +119,7 @@ static void md_context(FILE *f, const bench_table *t, const names *models)
             if (k != ROW_ACCURACY) snprintf(batch, sizeof batch, "%d", b);
             fprintf(f, "| %s | %s | %s | %s | %s | %.2fx | %s | %s | %s | %s |\n", r->model, r->policy, batch,
                     bytes(r->ctx_B, a[0]),
-                    bytes(r->ctx_fp32_B, a[1]), r->ctx_ratio, bytes(r->act_B, a[2]), bytes(r->mask_B, a[3]),
+                    bytes(r->ctx_none_B, a[1]), r->ctx_ratio, bytes(r->act_B, a[2]), bytes(r->mask_B, a[3]),
                     bytes(r->index_B, a[4]), bytes(r->exact_B, a[5]));
         }
     }
@@ -606,7 +607,7 @@ void bench_print_side_by_side(const bench_table *t)
             else printf(" %16.3f", r[i]->val_bpb);
         printf("\n%-26s", "context before backward");
         for (int i = 0; i < n; i++) printf(" %16s", bytes(r[i]->ctx_B, a));
-        printf("\n%-26s", "  smaller than fp32");
+        printf("\n%-26s", "  smaller than none");
         for (int i = 0; i < n; i++) printf(" %15.2fx", r[i]->ctx_ratio);
         printf("\n%-26s", "allocator peak");
         for (int i = 0; i < n; i++) printf(" %16s", bytes(r[i]->alloc_peak_B, a));

@@ -1,6 +1,9 @@
-/* actc inspect: what a gact, compact or agoq policy does to a model.  Builds the
- * model, takes one real batch (Fashion-MNIST for image models, the text
- * corpus for language models) and runs a step.  For gact: lets the
+/* actc inspect: what a policy does to a model.  Builds the model, takes one
+ * real batch (Fashion-MNIST for image models, the text corpus for language
+ * models) and runs a step.  For every policy: the context before backward
+ * of the whole step against `none`'s, each from a real step (actc train's
+ * memory table heads with the same ratio, measuring `none` by a counting
+ * forward).  For gact: lets the
  * controller measure every saved tensor's sensitivity and allocate bits, and
  * prints per tensor the operator that saved it, its shape, c_l, the bits
  * chosen and its stored bytes.  For compact (alone or over a codec policy):
@@ -20,8 +23,11 @@ typedef struct {
     data_opts d;
 } inspect_opts;
 
-static const char USAGE[] = "actc inspect --compress gact:SPEC|compact:SPEC|agoq[:SPEC] [--model NAME] [--batch N]";
-static const char ABOUT[] = "gact: measure the sensitivity of every tensor the model saves for backward on\n"
+static const char USAGE[] = "actc inspect --compress SPEC [--model NAME] [--batch N]";
+static const char ABOUT[] = "Any policy: one training step with it and one with none, and the context\n"
+                           "before backward of each (every save backward reads, the loss's too): the\n"
+                           "ratio actc train's memory table heads with.  And by policy:\n"
+                           "gact: measure the sensitivity of every tensor the model saves for backward on\n"
                            "one real batch, allocate bits as the policy does, and print the table:\n"
                            "operator, scope, shape, sensitivity c_l, bits and stored bytes per tensor.\n"
                            "compact (compact:...[+P]): run one training step with and without compact\n"
@@ -38,7 +44,7 @@ static void build_flags(flag_def *f, void *opts)
     inspect_opts *o = opts;
     flag_def defs[] = {
         {"--model", F_STR, &o->model, "NAME", "model (resnet20)", 0},
-        {"--compress", F_STR, &o->compress, "SPEC", "a gact policy (gact:4, gact:3, gact:fix4, gact:CB1 ...) or a compact one (compact:r=0.25[+gact:4]) (required)", 0},
+        {"--compress", F_STR, &o->compress, "SPEC", "any policy; gact (gact:4, gact:fix4, gact:CB1 ...), compact (compact:r=0.25[+gact:4]) and agoq add their tables (required)", 0},
         {"--batch", F_INT, &o->batch, "N", "batch size (image models 128, language models 16)", 0},
         {"--seq", F_INT, &o->seq, "N", "tokens per window of a language model (its context)", 0},
         {"--estimate-samples", F_INT, &o->co.estimate_samples, "N", "samples per sensitivity pass, 0 = the batch (8)", 0},
@@ -57,13 +63,26 @@ static void build_flags(flag_def *f, void *opts)
     memcpy(f, defs, sizeof defs);
 }
 
+/* The data, read once for every run of the command (a policy's and
+ * none's): a corpus given as a pipe can be read only once. */
+static struct {
+    actc_image_dataset train;
+    actc_text_corpus corpus;
+    int have_train, have_corpus;
+} g_data;
+
+static void data_free(void)
+{
+    if (g_data.have_corpus) actc_text_free(&g_data.corpus);
+    if (g_data.have_train) actc_image_dataset_free(&g_data.train);
+    memset(&g_data, 0, sizeof g_data);
+}
+
 /* One model, trainer and batch of a policy. */
 typedef struct {
     actc_model *m;
     actc_trainer *t;
-    actc_image_dataset train;
-    int have_train, have_corpus, samples;
-    actc_text_corpus corpus;
+    int samples;
     actc_source *src;
     actc_batch b;
 } run;
@@ -71,8 +90,6 @@ typedef struct {
 static void run_close(run *r)
 {
     actc_source_free(r->src);
-    if (r->have_corpus) actc_text_free(&r->corpus);
-    if (r->have_train) actc_image_dataset_free(&r->train);
     actc_trainer_free(r->t);
     actc_model_free(r->m);
     memset(r, 0, sizeof *r);
@@ -99,16 +116,17 @@ static int run_open(const inspect_opts *o, const char *policy, run *r)
     actc_status s;
     if (actc_model_takes_tokens(r->m)) {
         const int T = o->seq ? o->seq : actc_model_get_opts(r->m)->context;
-        if (text_open(o->data_spec ? o->data_spec : "text", &r->corpus)) return run_close(r), 1;
-        r->have_corpus = 1;
+        if (!g_data.have_corpus && text_open(o->data_spec ? o->data_spec : "text", &g_data.corpus))
+            return run_close(r), 1;
+        g_data.have_corpus = 1;
         r->samples = o->batch ? o->batch : 16;
-        s = actc_source_text(&r->corpus, r->samples, T, o->seed, 1, &r->src);
+        s = actc_source_text(&g_data.corpus, r->samples, T, o->seed, 1, &r->src);
     } else {
-        if (data_load(&o->d, &r->train, NULL)) return run_close(r), 1;
-        r->have_train = 1;
+        if (!g_data.have_train && data_load(&o->d, &g_data.train, NULL)) return run_close(r), 1;
+        g_data.have_train = 1;
         actc_loader_opts lopt = {FMNIST_MEAN, FMNIST_STD, 0, 0, 1, o->seed};
         r->samples = o->batch ? o->batch : 128;
-        s = actc_source_images(&r->train, r->samples, 1, &lopt, &r->src);
+        s = actc_source_images(&g_data.train, r->samples, 1, &lopt, &r->src);
     }
     if (s != ACTC_OK || actc_source_get(r->src, 0, 0, 0, &r->b) != ACTC_OK) return fail("data"), run_close(r), 1;
     return 0;
@@ -153,6 +171,39 @@ static int step_bytes(const inspect_opts *o, const char *policy, size_t out[3], 
     return 0;
 }
 
+/* The whole step's context before backward under the policy (pol bytes;
+ * canon its canonical spec) against a real step under none, printed, and
+ * logged as an inspect_context event. */
+static int context_vs_none(const inspect_opts *o, const char *canon, size_t pol, FILE *log)
+{
+    size_t none[3];
+    int rc = step_bytes(o, "none", none, NULL);
+    if (rc) return rc;
+    const double ratio = pol ? (double)none[0] / (double)pol : 0.0;
+    printf("context before backward, the whole step (every save backward reads, the loss's too):\n"
+           "  none %zu bytes, %s %zu bytes: %.2fx smaller\n",
+           none[0], canon, pol, ratio);
+    if (log)
+        fprintf(log, "{\"event\":\"inspect_context\",\"model\":\"%s\",\"policy\":\"%s\",\"none\":%zu,\"stored\":%zu,"
+                     "\"ratio\":%.4f}\n",
+                o->model, canon, none[0], pol, ratio);
+    return 0;
+}
+
+/* Any other policy: the whole step's context against none's. */
+static int inspect_context(const inspect_opts *o, FILE *log)
+{
+    size_t pol[3];
+    run r;
+    int rc = step_bytes(o, o->compress, pol, &r);
+    if (rc) return rc;
+    char canon[ACTC_POLICY_MAX];
+    snprintf(canon, sizeof canon, "%s", actc_trainer_get_opts(r.t)->policy);
+    printf("inspect: model %s, policy %s, batch %d\n", o->model, canon, r.samples);
+    run_close(&r);
+    return context_vs_none(o, canon, pol[0], log);
+}
+
 static int inspect_compact(const inspect_opts *o, FILE *log)
 {
     /* The codec part of a composed spec: after the '+' a policy name
@@ -185,8 +236,10 @@ static int inspect_compact(const inspect_opts *o, FILE *log)
                      "\"grad\":%zu,\"optim\":%zu},\"with\":{\"context\":%zu,\"grad\":%zu,\"optim\":%zu}}\n",
                 o->model, actc_trainer_get_opts(r.t)->policy, without[0], without[1], without[2], with[0], with[1],
                 with[2]);
+    char canon[ACTC_POLICY_MAX];
+    snprintf(canon, sizeof canon, "%s", actc_trainer_get_opts(r.t)->policy);
     run_close(&r);
-    return 0;
+    return context_vs_none(o, canon, with[0], log);
 }
 
 /* ---- agoq: the context of one transformer block per component ----------------------- */
@@ -312,8 +365,8 @@ static int inspect_agoq(const inspect_opts *o, FILE *log)
     printf("  %-26s %9.2fU %9.2fU %15.2fU %13.2fU\n", "total", blk_none / U, blk_pol / U, tp, ta);
     printf("  block total: none %zu bytes, policy %zu bytes (the components sum to it); %.2fx smaller\n", blk_none,
            blk_pol, blk_pol ? (double)blk_none / (double)blk_pol : 0.0);
-    printf("  whole model before backward (embedding, every block, head; the loss saves after the forward):\n"
-           "    none %zu bytes, policy %zu bytes: %.2fx smaller\n",
+    printf("  forward alone (embedding, every block, head; no loss): none %zu bytes, policy %zu bytes: %.2fx "
+           "smaller\n",
            all_none, all_pol, all_pol ? (double)all_none / (double)all_pol : 0.0);
     if (c_pol[C_PROJ] == 0 && c_pol[C_ATTN])
         printf("  (the output projection reads the attention's output, which the attention keeps: one payload,\n"
@@ -328,7 +381,9 @@ static int inspect_agoq(const inspect_opts *o, FILE *log)
         fprintf(log, "},\"block_total\":{\"none\":%zu,\"policy\":%zu},\"total\":{\"none\":%zu,\"policy\":%zu}}\n",
                 blk_none, blk_pol, all_none, all_pol);
     }
-    return 0;
+    size_t step[3];
+    if ((rc = step_bytes(o, o->compress, step, NULL))) return rc;
+    return context_vs_none(o, canon, step[0], log);
 }
 
 static int inspect_gact(const inspect_opts *o, FILE *log)
@@ -342,6 +397,8 @@ static int inspect_gact(const inspect_opts *o, FILE *log)
         return 1;
     }
     const actc_controller *ctrl = actc_trainer_controller(r.t);
+    size_t pol[3];
+    category_bytes(&r, pol);
     printf("inspect: model %s, policy %s, batch %d, sensitivity passes on %d sample(s) at 4 bits\n", o->model,
            actc_trainer_get_opts(r.t)->policy, r.samples,
            o->co.estimate_samples && o->co.estimate_samples < r.samples ? o->co.estimate_samples : r.samples);
@@ -352,8 +409,10 @@ static int inspect_gact(const inspect_opts *o, FILE *log)
         report_tensors_json(log, ctrl);
         fprintf(log, "}\n");
     }
+    char canon[ACTC_POLICY_MAX];
+    snprintf(canon, sizeof canon, "%s", actc_trainer_get_opts(r.t)->policy);
     run_close(&r);
-    return 0;
+    return context_vs_none(o, canon, pol[0], log);
 }
 
 static int cmd_inspect(int argc, char **argv)
@@ -373,10 +432,10 @@ static int cmd_inspect(int argc, char **argv)
     if (rc) return 2;
     const int compact = o.compress && !strncasecmp(o.compress, "compact", 7);
     const int agoq = o.compress && !strncasecmp(o.compress, "agoq", 4) && (!o.compress[4] || o.compress[4] == ':');
-    if (!o.compress || (strncasecmp(o.compress, "gact:", 5) && !compact && !agoq)) {
-        fprintf(stderr, "error: --compress must be a gact policy (gact:4, gact:fix4, ...), a compact one "
-                        "(compact:r=0.25, compact:r=0.25+gact:4) or an agoq one: inspect shows what GACT measures "
-                        "and allocates, what CompAct removes, or where AGoQ's bytes go\n");
+    const int gact = o.compress && !strncasecmp(o.compress, "gact:", 5);
+    if (!o.compress) {
+        fprintf(stderr, "error: --compress is required: the policy to inspect (any; gact, compact and agoq add "
+                        "what GACT measures and allocates, what CompAct removes, where AGoQ's bytes go)\n");
         return 2;
     }
     if (agoq && strncmp(o.model, "llama", 5) && strncmp(o.model, "gpt", 3)) {
@@ -394,10 +453,14 @@ static int cmd_inspect(int argc, char **argv)
         fprintf(stderr, "error: --log %s: cannot open for appending\n", o.log_path);
         return 1;
     }
-    rc = compact ? inspect_compact(&o, log) : agoq ? inspect_agoq(&o, log) : inspect_gact(&o, log);
+    rc = compact ? inspect_compact(&o, log)
+         : agoq  ? inspect_agoq(&o, log)
+         : gact  ? inspect_gact(&o, log)
+                 : inspect_context(&o, log);
+    data_free();
     if (log) fclose(log);
     return rc;
 }
 
-const command cmd_inspect_def = {"inspect", "per saved tensor: GACT's measured sensitivity, bits and bytes", USAGE,
+const command cmd_inspect_def = {"inspect", "a policy's context before backward against none's; GACT's per-tensor bits, CompAct's and AGoQ's bytes", USAGE,
                                  ABOUT, build_flags, sizeof(inspect_opts), cmd_inspect};

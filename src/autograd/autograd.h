@@ -59,6 +59,9 @@ struct actc_ctx {
                                 reference (the store before references), to
                                 compare the two bit for bit                  */
     int n_regions;           /* recompute regions recorded since the reset   */
+    int counting;            /* actc_ctx_set_counting: saves measured only   */
+    size_t ref_bytes;        /* actc_store_set_reference: what `none` keeps  */
+    size_t ref_by_kind[ACTC_SAVE_NKINDS];
     uint64_t seed, step, key_counter;
     uint64_t stream;           /* actc_ctx_set_stream: the rank, or 0 */
     uint32_t substep;        /* micro-batch of the step (actc_ctx_set_substep) */
@@ -98,6 +101,8 @@ double actc__profile_enter(actc_ctx *ctx, double *saved_child);
 void actc__profile_leave(actc_ctx *ctx, const char *op, double t0, double saved_child);
 
 /* Store internals used by the tape. */
+/* A backward pass (not a measuring one) begins: the context before it. */
+void actc__store_backward_begins(actc_ctx *ctx);
 void actc__store_release_node(actc_ctx *ctx, actc_node *node);
 /* Hand the policy's observe_grad the gradient statistics of node's output
  * (a no-op unless the policy asks for them and the node holds ACT saves). */

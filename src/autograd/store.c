@@ -76,11 +76,44 @@ static void note_peak(actc_ctx *ctx)
 {
     actc_store_stats *st = &ctx->st;
     if (ctx->in_backward && st->stored_bytes > st->backward_peak) st->backward_peak = st->stored_bytes;
+    if (ctx->in_backward && !ctx->sensitivity_pass && st->stored_bytes > st->context_backward_peak)
+        st->context_backward_peak = st->stored_bytes;
     if (st->stored_bytes < st->stored_peak) return;
     st->stored_peak = st->stored_bytes;
     st->fp32_peak = st->fp32_bytes;
     memcpy(st->stored_by_kind, ctx->cur_by_kind, sizeof st->stored_by_kind);
     memcpy(st->fp32_by_kind, ctx->cur_fp32_by_kind, sizeof st->fp32_by_kind);
+}
+
+void actc__store_backward_begins(actc_ctx *ctx)
+{
+    actc_store_stats *st = &ctx->st;
+    st->forward_bytes = st->backward_peak = st->stored_bytes;
+    if (ctx->sensitivity_pass) return; /* GACT's measuring passes are not the step's context */
+    if (st->stored_bytes > st->context_backward_peak) st->context_backward_peak = st->stored_bytes;
+    if (st->stored_bytes < st->context_bytes || !st->stored_bytes) return;
+    st->context_bytes = st->stored_bytes;
+    st->context_fp32 = st->fp32_bytes;
+    memcpy(st->context_by_kind, ctx->cur_by_kind, sizeof st->context_by_kind);
+    st->context_none = ctx->ref_bytes;
+    memcpy(st->context_none_by_kind, ctx->ref_by_kind, sizeof st->context_none_by_kind);
+}
+
+void actc_store_set_reference(actc_ctx *ctx, size_t bytes, const size_t *by_kind)
+{
+    if (!ctx) return;
+    ctx->ref_bytes = bytes;
+    memset(ctx->ref_by_kind, 0, sizeof ctx->ref_by_kind);
+    if (bytes && by_kind) memcpy(ctx->ref_by_kind, by_kind, sizeof ctx->ref_by_kind);
+}
+
+actc_status actc_ctx_set_counting(actc_ctx *ctx, int on)
+{
+    if (!ctx) return actc_set_error(ACTC_ERR_INVALID, "actc_ctx_set_counting: NULL context");
+    if (ctx->n_nodes || ctx->n_entries)
+        return actc_set_error(ACTC_ERR_STATE, "cannot make a context counting or keeping while a tape is recorded");
+    ctx->counting = on != 0;
+    return ACTC_OK;
 }
 
 /* The tensor that owns t's block: t, or the base of a view.  The store
@@ -278,6 +311,8 @@ static actc_status save_entry(actc_ctx *ctx, actc_node *node, const actc_tensor 
     const int by_ref = codec == &actc_codec_fp32 && !t->is_param && !ctx->fp32_copies;
     if (region) {
         e->recompute = region;
+    } else if (ctx->counting) {
+        e->bytes = codec->plan(&args, t->data, t->numel); /* measured, neither encoded nor held */
     } else if (by_ref) {
         e->bytes = codec->plan(&args, t->data, t->numel); /* the copy's size: the same stored_bytes */
         entry_hold(e, t);
@@ -380,6 +415,11 @@ int actc_saved_lossless(const actc_ctx *ctx, const actc_node *node, int k)
  * rerun.  The caller releases it either way. */
 static actc_tensor *decode_entry(actc_ctx *ctx, actc_store_entry *e, const actc_node *node, int k)
 {
+    if (ctx->counting) {
+        actc_set_error(ACTC_ERR_STATE, "save %d of operator %s was only counted (a counting context keeps "
+                                       "nothing to load)", k, node->op);
+        return NULL;
+    }
     if (e->pending <= 0 || (!e->blob && !e->recompute && !e->held)) {
         actc_set_error(ACTC_ERR_STATE, "save %d of operator %s is no longer in the store", k, node->op);
         return NULL;
@@ -444,6 +484,9 @@ actc_status actc_load_rows(actc_ctx *ctx, actc_node *node, int k, int row0, int 
                               node ? node->op : "?", node ? node->n_slots_ : 0);
     int slot = node->slots_[k];
     actc_store_entry *e = slot >= 0 ? &ctx->entries[slot] : NULL;
+    if (ctx->counting)
+        return actc_set_error(ACTC_ERR_STATE, "save %d of operator %s was only counted (a counting context keeps "
+                                              "nothing to load)", k, node->op);
     if (!e || e->pending <= 0 || (!e->blob && !e->recompute && !e->held))
         return actc_set_error(ACTC_ERR_STATE, "save %d of operator %s is no longer in the store", k, node->op);
     if (e->recompute) {
@@ -578,5 +621,8 @@ void actc_store_reset_peak(actc_ctx *ctx)
     ctx->st.n_dedup = 0;
     ctx->st.forward_bytes = ctx->st.backward_peak = 0;
     ctx->st.encode_s = ctx->st.decode_s = 0;
+    ctx->st.context_bytes = ctx->st.context_fp32 = ctx->st.context_none = ctx->st.context_backward_peak = 0;
+    memset(ctx->st.context_by_kind, 0, sizeof ctx->st.context_by_kind);
+    memset(ctx->st.context_none_by_kind, 0, sizeof ctx->st.context_none_by_kind);
     note_peak(ctx);
 }

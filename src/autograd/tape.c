@@ -251,6 +251,11 @@ actc_status actc_backward_scaled(actc_ctx *ctx, actc_tensor *loss, float scale)
         s = actc_set_error(ACTC_ERR_INVALID, "backward: the loss scale %g is not finite", (double)scale);
         goto done;
     }
+    if (ctx->counting) {
+        s = actc_set_error(ACTC_ERR_STATE, "backward on a counting context (actc_ctx_set_counting): it kept "
+                                           "nothing to run backward from");
+        goto done;
+    }
     if (!loss->requires_grad || ctx->n_nodes == 0) {
         s = actc_set_error(ACTC_ERR_STATE, "backward without a recorded tape (eval mode, or a loss "
                                            "that depends on no parameter)");
@@ -265,7 +270,7 @@ actc_status actc_backward_scaled(actc_ctx *ctx, actc_tensor *loss, float scale)
     float *g;
     if ((s = actc_grad_buffer(ctx, loss, &g)) != ACTC_OK) goto done;
     g[0] += scale;
-    ctx->st.forward_bytes = ctx->st.backward_peak = ctx->st.stored_bytes;
+    actc__store_backward_begins(ctx);
     ctx->in_backward = 1;
     s = actc__backward_nodes(ctx, 0);
     if (s != ACTC_OK) goto done;

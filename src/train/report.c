@@ -30,10 +30,14 @@ static void put(out *o, const char *fmt, ...)
     if (n > 0) o->len += (size_t)n;
 }
 
-double actc_context_ratio(const actc_store_stats *ss)
-{
-    return ss && ss->stored_peak ? (double)ss->fp32_peak / (double)ss->stored_peak : 0.0;
-}
+/* The reference the context is set against: what `none` keeps for the
+ * same step when the caller measured it (the trainer does), else the fp32
+ * size of the policy's own saves. */
+static size_t reference(const actc_store_stats *ss) { return ss->context_none ? ss->context_none : ss->context_fp32; }
+
+static double ratio(size_t ref, size_t stored) { return stored ? (double)ref / (double)stored : 0.0; }
+
+double actc_context_ratio(const actc_store_stats *ss) { return ss ? ratio(reference(ss), ss->context_bytes) : 0.0; }
 
 static const char *const kind_names[ACTC_SAVE_NKINDS] = {"ACT", "MASK", "INDEX", "EXACT"};
 
@@ -56,17 +60,27 @@ static void text(out *o, const actc_mem_stats *ms, const actc_store_stats *ss, c
     }
     put(o, "  %-10s %12s  (allocator peak; the categories peak at different moments, sum %s)\n", "total",
         actc_format_bytes(ms->peak_total, a, sizeof a), actc_format_bytes(sum, b, sizeof b));
-    put(o, "context before backward: stored %s vs fp32 %s -> %.2fx smaller\n",
-        actc_format_bytes(ss->stored_peak, a, sizeof a), actc_format_bytes(ss->fp32_peak, b, sizeof b),
-        actc_context_ratio(ss));
+    const size_t ref = reference(ss);
+    if (ss->context_none)
+        put(o, "context before backward: stored %s vs %s under none for the same step -> %.2fx smaller\n",
+            actc_format_bytes(ss->context_bytes, a, sizeof a), actc_format_bytes(ref, b, sizeof b),
+            actc_context_ratio(ss));
+    else /* no reference measured: say what the ratio is against */
+        put(o, "context before backward: stored %s vs %s for the same saves in fp32 -> %.2fx smaller (what none "
+               "keeps was not measured)\n",
+            actc_format_bytes(ss->context_bytes, a, sizeof a), actc_format_bytes(ref, b, sizeof b),
+            actc_context_ratio(ss));
     for (int k = 0; k < ACTC_SAVE_NKINDS; k++) {
-        if (!ss->stored_by_kind[k] && !ss->fp32_by_kind[k]) continue;
-        put(o, "  %-6s stored %12s   fp32 %12s\n", kind_names[k], actc_format_bytes(ss->stored_by_kind[k], a, sizeof a),
-            actc_format_bytes(ss->fp32_by_kind[k], b, sizeof b));
+        if (!ss->context_by_kind[k] && !ss->context_none_by_kind[k]) continue;
+        put(o, "  %-6s stored %12s", kind_names[k], actc_format_bytes(ss->context_by_kind[k], a, sizeof a));
+        if (ss->context_none) put(o, "   none %12s", actc_format_bytes(ss->context_none_by_kind[k], b, sizeof b));
+        put(o, "\n");
     }
-    if (ss->backward_peak > ss->forward_bytes)
-        put(o, "context with recomputed segments or regions: %s before backward, peak %s during backward\n",
-            actc_format_bytes(ss->forward_bytes, a, sizeof a), actc_format_bytes(ss->backward_peak, b, sizeof b));
+    if (ss->context_backward_peak)
+        put(o, "context peak during backward: %s -> %.2fx smaller than %s%s\n",
+            actc_format_bytes(ss->context_backward_peak, a, sizeof a), ratio(ref, ss->context_backward_peak),
+            ss->context_none ? "none's" : "the fp32 saves",
+            ss->context_backward_peak > ss->context_bytes ? " (recomputed segments or regions save again)" : "");
     if (g && (g->by_form[ACTC_GRAD_LOWRANK] || g->by_form[ACTC_GRAD_QUANT])) {
         char c[32], d[32];
         put(o, "gradients before the update: dense %s, low-rank %s, encoded %s (dense fp32: %s)\n",
@@ -85,14 +99,18 @@ static void json(out *o, const actc_mem_stats *ms, const actc_store_stats *ss, c
     put(o, "{\"peak\":{");
     for (int c = 0; c < ACTC_MEM_NCAT; c++)
         put(o, "%s\"%s\":%zu", c ? "," : "", actc_mem_cat_name((actc_mem_cat)c), ms->peak[c]);
-    put(o, "},\"peak_total\":%zu,\"context_stored\":%zu,\"context_fp32\":%zu,\"context_ratio\":%.4f", ms->peak_total,
-        ss->stored_peak, ss->fp32_peak, actc_context_ratio(ss));
+    const size_t ref = reference(ss);
+    put(o, "},\"peak_total\":%zu,\"context_stored\":%zu,\"context_none\":%zu,\"context_fp32\":%zu,"
+           "\"context_reference\":\"%s\",\"context_ratio\":%.4f",
+        ms->peak_total, ss->context_bytes, ss->context_none, ss->context_fp32,
+        ss->context_none ? "none" : "same saves in fp32", actc_context_ratio(ss));
     put(o, ",\"context_by_kind\":{");
     for (int k = 0; k < ACTC_SAVE_NKINDS; k++)
-        put(o, "%s\"%s\":{\"stored\":%zu,\"fp32\":%zu}", k ? "," : "", kind_names[k], ss->stored_by_kind[k],
-            ss->fp32_by_kind[k]);
-    put(o, "},\"context_before_backward\":%zu,\"context_backward_peak\":%zu,\"peak_rss\":%zu", ss->forward_bytes,
-        ss->backward_peak, actc_process_peak_rss());
+        put(o, "%s\"%s\":{\"stored\":%zu,\"none\":%zu}", k ? "," : "", kind_names[k], ss->context_by_kind[k],
+            ss->context_none_by_kind[k]);
+    put(o, "},\"context_before_backward\":%zu,\"context_backward_peak\":%zu,\"context_ratio_backward_peak\":%.4f,"
+           "\"peak_rss\":%zu",
+        ss->context_bytes, ss->context_backward_peak, ratio(ref, ss->context_backward_peak), actc_process_peak_rss());
     if (g)
         put(o, ",\"gradients\":{\"dense\":%zu,\"lowrank\":%zu,\"encoded\":%zu,\"fp32\":%zu}",
             g->by_form[ACTC_GRAD_DENSE], g->by_form[ACTC_GRAD_LOWRANK], g->by_form[ACTC_GRAD_QUANT], g->fp32);

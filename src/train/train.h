@@ -5,6 +5,16 @@
 #include "actc.h"
 #include "../data/data.h"
 
+/* What `none` keeps for micro-batches of one shape (reference.c). */
+typedef struct {
+    int ndim, shape[ACTC_MAX_DIMS]; /* x's; for token ids {B, T}           */
+    const void *graph;
+    int labels;
+    size_t bytes;                   /* 0: it could not be measured          */
+    size_t by_kind[ACTC_SAVE_NKINDS];
+} actc__reference;
+#define ACTC__REFERENCES 8
+
 struct actc_trainer {
     actc_model *m;             /* the caller's                                */
     actc_ctx *ctx;
@@ -33,7 +43,20 @@ struct actc_trainer {
     /* the gradients' bytes by form (actc_grad_form) at the step of the
      * epoch whose gradients held the most, and their dense fp32 size */
     size_t grad_bytes[ACTC_GRAD_NFORMS], grad_fp32;
+    /* what `none` keeps, per batch shape (reference.c) */
+    actc_ctx *counter;         /* a counting context without a policy         */
+    actc__reference refs[ACTC__REFERENCES];
+    int n_refs;
 };
+
+/* The model's forward on b and the loss (the cross-entropy against b's
+ * labels, or the forward's own scalar when b has none), recorded on ctx;
+ * *correct and *rows as actc_cross_entropy counts them.  NULL on error. */
+actc_tensor *actc__trainer_loss(actc_trainer *t, actc_ctx *ctx, const actc_batch *b, int *correct, long *rows);
+/* Give ctx's store what `none` keeps for micro-batch b (measured once per
+ * batch shape by a counting forward; see reference.c).  Never fails: a
+ * shape that cannot be measured gets no reference. */
+void actc__trainer_reference(actc_trainer *t, actc_ctx *ctx, const actc_batch *b);
 
 /* The optimizer a trainer's options ask for, over the model's parameters. */
 actc_optim *actc__trainer_make_optim(const actc_trainer_opts *o, actc_tensor **params, int n);

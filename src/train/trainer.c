@@ -128,6 +128,7 @@ void actc_trainer_free(actc_trainer *t)
     for (int i = 0; i < t->np; i++) actc_tensor_drop_grad(t->params[i]);
     actc_controller_free(t->ctrl);
     actc_optim_free(t->opt);
+    actc_ctx_free(t->counter);
     actc_ctx_free(t->ctx);
     free(t->fired);
     free(t->note);
@@ -206,6 +207,7 @@ typedef struct {
     double loss_sum;           /* loss x rows (or x samples for a user loss) */
     long correct, rows;
     int samples;
+    int kept;                  /* the pass the controller keeps (not a measuring one) */
     double forward_s, backward_s, pass_s;
     double codec_forward_s, codec_backward_s; /* the store's encode + decode inside them */
 } pass_state;
@@ -243,34 +245,46 @@ static double codec_seconds(const actc_ctx *ctx)
     return ctx->st.encode_s + ctx->st.decode_s;
 }
 
+actc_tensor *actc__trainer_loss(actc_trainer *t, actc_ctx *ctx, const actc_batch *b, int *correct, long *rows)
+{
+    actc_tensor *out = actc_model_forward_batch(t->m, ctx, b);
+    *correct = 0;
+    *rows = 0;
+    if (!out) return NULL;
+    if (b->labels) {
+        *rows = out->ndim >= 1 ? out->shape[0] : 1;
+        actc_tensor *loss = actc_cross_entropy(ctx, out, b->labels, -1, correct);
+        actc_tensor_release(out);
+        return loss;
+    }
+    if (out->numel != 1) {
+        char shp[64];
+        actc_shape_str(out, shp, sizeof shp); /* before out goes */
+        actc_tensor_release(out);
+        actc_set_error(ACTC_ERR_INVALID, "a batch without labels needs a forward that returns the loss (a scalar), "
+                                         "not a tensor of shape %s", shp);
+        return NULL;
+    }
+    return out;
+}
+
 /* Forward, loss and backward of rows [off, off + k) of the n the pass
- * covers, the gradient scaled by k / n. */
+ * covers, the gradient scaled by k / n.  The kept pass first gives the
+ * store what `none` keeps for this micro-batch (reference.c). */
 static actc_status micro_batch(pass_state *p, actc_ctx *ctx, int off, int k, int n)
 {
     actc_batch part;
     actc_tensor *copy;
     actc_status s = slice(p->b, off, k, &part, &copy);
     if (s != ACTC_OK) return s;
+    if (p->kept) actc__trainer_reference(p->t, ctx, &part);
     double t0 = actc__now(), c0 = codec_seconds(ctx);
     actc__profile_reset(ctx); /* the slice above is not the first operator's */
-    actc_tensor *out = actc_model_forward_batch(p->t->m, ctx, &part);
+    int correct;
+    long rows;
+    actc_tensor *loss = actc__trainer_loss(p->t, ctx, &part, &correct, &rows);
     actc_tensor_release(copy);
-    if (!out) return actc_last_status();
-    actc_tensor *loss = out;
-    int correct = 0;
-    long rows = 0;
-    if (part.labels) {
-        rows = out->ndim >= 1 ? out->shape[0] : 1;
-        loss = actc_cross_entropy(ctx, out, part.labels, -1, &correct);
-        actc_tensor_release(out);
-        if (!loss) return actc_last_status();
-    } else if (out->numel != 1) {
-        char shp[64];
-        actc_shape_str(out, shp, sizeof shp); /* before out goes */
-        actc_tensor_release(out);
-        return actc_set_error(ACTC_ERR_INVALID, "a batch without labels needs a forward that returns the loss (a "
-                                                "scalar), not a tensor of shape %s", shp);
-    }
+    if (!loss) return actc_last_status();
     const double lv = loss->data[0];
     double t1 = actc__now(), c1 = codec_seconds(ctx);
     /* k / n is exactly 1 for a single micro-batch: the unscaled gradient. */
@@ -298,7 +312,7 @@ static actc_status trainer_pass(actc_ctx *ctx, void *user, int max_samples, int 
     const int micro = (N + t->o.accum - 1) / t->o.accum;
     /* The controller's measuring passes run with the replaying flag up; the
      * pass it keeps is the last one, without it. */
-    const int kept = !actc_ctx_replaying(ctx);
+    const int kept = p->kept = !actc_ctx_replaying(ctx);
     /* The kept pass scales by the whole batch, so that the processes'
      * gradients add up to its mean; a measuring pass by what it ran. */
     const int denom = kept ? p->total : n;

@@ -49,7 +49,7 @@ for pol in none gact:4; do
     $ACTC train --model mlp --compress $pol --progress off --batch 64 --epochs 2 --limit-train 128 --limit-test 256 \
         $extra --mem-budget $BUDGET --threads 1 --log "$TMP/direct.jsonl" > "$TMP/direct.txt" 2>&1
     same=1
-    for pair in context_bytes:context_stored context_fp32_bytes:context_fp32 allocator_peak_bytes:peak_total; do
+    for pair in context_bytes:context_stored context_none_bytes:context_none allocator_peak_bytes:peak_total; do
         c=${pair%%:*} j=${pair##*:}
         a=$(col "train,mlp,$pol,64" $c) b=$(jnum "$TMP/direct.jsonl" $j)
         [ -n "$a" ] && [ "$a" = "$b" ] || { same=0; echo "  $pol $c: harness '$a', actc train '$b'"; }

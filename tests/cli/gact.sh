@@ -33,7 +33,11 @@ if [ $rc -eq 0 ] && [ "$n" -eq 3 ] && [ "$steps" -eq 3 ] && grep -q "step 6: mea
     pass "train: sensitivities measured at steps 0, 3 and 6 and logged"
 else fail "train --adapt-interval (exit $rc, $n logged, $steps printed)"; echo "$out" | tail -20; fi
 
-expect_fail "inspect refuses a policy that is not gact" "must be a gact policy" $ACTC inspect --compress quant:2
+# Any other policy: its context against none's (tests/cli/context_headline.sh checks the bytes).
+out=$($ACTC inspect --model resnet20 --compress quant:2 --batch 8 --train-images $D/img --train-labels $D/lab 2>&1) \
+    && grep -Eq "none [0-9]+ bytes, quant:2 [0-9]+ bytes: [0-9.]+x smaller" <<<"$out" \
+    && pass "inspect quant:2: the context against none's" || { fail "inspect quant:2"; echo "$out" | tail -5; }
+expect_fail "inspect needs --compress" "compress is required" $ACTC inspect --model resnet20
 expect_fail "inspect refuses an unknown gact level" "gact:L7.*valid values" $ACTC inspect --compress gact:L7
 expect_fail "train refuses --adapt-interval 0" "adapt-interval 0" \
     $ACTC train --compress gact:4 --adapt-interval 0 --train-images $D/img --train-labels $D/lab \
