@@ -206,6 +206,12 @@ ACTC_API float actc_rand_uniform(uint64_t key, uint64_t i);
 ACTC_API float actc_rand_normal(uint64_t key, uint64_t i);
 /* Mix several words into one stream key (splitmix64 based). */
 ACTC_API uint64_t actc_rng_key(uint64_t a, uint64_t b, uint64_t c);
+/* 64-bit FNV-1a of n bytes, continuing from h: start a hash with
+ * ACTC_HASH_START and pass each result on to hash more bytes.  For names
+ * (stable keys) and for checking that processes hold the same bytes; not
+ * a cryptographic hash. */
+#define ACTC_HASH_START 0xCBF29CE484222325ULL
+ACTC_API uint64_t actc_hash_bytes(uint64_t h, const void *data, size_t n);
 
 /* ------------------------------------------------------------------------ */
 /* Threads                                                                   */

@@ -48,13 +48,13 @@ int cli_dist_same_file(cli_dist *c, const char *path, const char *what)
 {
     if (!c->d) return 0;
     /* FNV-1a of the file's bytes, then the ranks compare the hashes. */
-    uint64_t h = 0xCBF29CE484222325ULL;
+    uint64_t h = ACTC_HASH_START;
     FILE *f = fopen(path, "rb");
     if (!f) return fprintf(stderr, "error: %s: cannot open %s\n", what, path), 1;
     unsigned char buf[1 << 16];
     size_t k;
     while ((k = fread(buf, 1, sizeof buf, f)) > 0)
-        for (size_t i = 0; i < k; i++) h = (h ^ buf[i]) * 0x100000001B3ULL;
+        h = actc_hash_bytes(h, buf, k);
     const int bad = ferror(f);
     fclose(f);
     if (bad) return fprintf(stderr, "error: %s: cannot read %s\n", what, path), 1;

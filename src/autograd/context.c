@@ -44,6 +44,8 @@ actc_status actc__ctx_install_policy(actc_ctx *ctx, actc_policy *p)
     return ACTC_OK;
 }
 
+actc_policy *actc__ctx_policy_of(const actc_ctx *ctx) { return ctx ? ctx->policy : NULL; }
+
 void actc__policy_free(actc_policy *p)
 {
     if (p && p->destroy) p->destroy(p);

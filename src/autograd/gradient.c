@@ -175,8 +175,7 @@ static actc_status encode_as(actc_ctx *ctx, uint64_t stream, actc_tensor *t, for
     a.bits = g->bits;
     a.ndim = 1;
     a.shape[0] = n <= INT_MAX ? (int)n : INT_MAX; /* 1-D: one sample, whatever the shape says */
-    uint64_t h = 0xCBF29CE484222325ULL;
-    for (const char *c = t->name; *c; c++) h = (h ^ (uint8_t)*c) * 0x100000001B3ULL;
+    const uint64_t h = actc_hash_bytes(ACTC_HASH_START, t->name, strlen(t->name));
     a.key = actc_rng_key(ctx->seed ^ 0x4752414453ULL, stream, t->name[0] ? h : t->id);
     const size_t bytes = g->codec->plan(&a, x, n);
     void *blob = actc_mem_alloc(ACTC_MEM_GRAD, bytes);

@@ -77,5 +77,8 @@ struct actc_policy {
 /* Give ctx a new policy (it takes ownership; the old one is destroyed).
  * Fails with ACTC_ERR_STATE while a tape is recorded. */
 actc_status actc__ctx_install_policy(actc_ctx *ctx, actc_policy *p);
+/* The policy installed in ctx (NULL: none), for the layers above that save
+ * and load its state. */
+actc_policy *actc__ctx_policy_of(const actc_ctx *ctx);
 void actc__policy_free(actc_policy *p);
 #endif

@@ -29,20 +29,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint64_t fnv1a(uint64_t h, const char *s)
-{
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 0x100000001B3ULL;
-    return h;
-}
-
 /* Stable key of a save: (scope, op, k) plus how many times that triple was
  * already seen this step, so repeated unnamed layers stay distinct.  count
  * set: the occurrence is counted (a save); else the key is only looked at
  * (a plan asked before the save). */
 static uint64_t stable_key(actc_ctx *ctx, const actc_node *node, int k, int count)
 {
-    uint64_t h = fnv1a(0xCBF29CE484222325ULL, node->scope_);
-    h = fnv1a(h ^ 0x2F, node->op);
+    uint64_t h = actc_hash_bytes(ACTC_HASH_START, node->scope_, strlen(node->scope_));
+    h = actc_hash_bytes(h ^ 0x2F, node->op, strlen(node->op));
     h = actc_rng_key(h, (uint64_t)k, 0);
     if (!count) {
         for (size_t j = (h | 1) & (ctx->occ_cap - 1); ctx->occ_cap && ctx->occ[j].key; j = (j + 1) & (ctx->occ_cap - 1))

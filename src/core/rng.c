@@ -56,3 +56,10 @@ uint64_t actc_rng_key(uint64_t a, uint64_t b, uint64_t c)
 {
     return splitmix64(splitmix64(splitmix64(a) ^ b) ^ c);
 }
+
+uint64_t actc_hash_bytes(uint64_t h, const void *data, size_t n)
+{
+    const uint8_t *p = data;
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001B3ULL;
+    return h;
+}

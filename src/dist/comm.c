@@ -78,8 +78,7 @@ actc_status actc_dist_same(actc_dist *d, const void *data, size_t n, const char 
     if (!d || (!data && n)) return actc_set_error(ACTC_ERR_INVALID, "actc_dist_same: NULL argument");
     /* FNV-1a of the bytes and their length; rank 0's goes to all, and an
      * OR over the ranks tells every rank whether any differs. */
-    uint64_t h = 0xCBF29CE484222325ULL ^ n;
-    for (size_t i = 0; i < n; i++) h = (h ^ ((const uint8_t *)data)[i]) * 0x100000001B3ULL;
+    const uint64_t h = actc_hash_bytes(ACTC_HASH_START ^ n, data, n);
     uint64_t h0 = h;
     MPI_Request req;
     int rc = MPI_Ibcast(&h0, 1, MPI_UINT64_T, 0, d->comm, &req);

@@ -21,11 +21,6 @@ void actc_dist_free(actc_dist *d) { (void)d; }
 void actc_dist_detach(actc_dist *d) { (void)d; }
 int actc_dist_rank(const actc_dist *d) { return (void)d, 0; }
 int actc_dist_size(const actc_dist *d) { return (void)d, 1; }
-actc_dist_opts actc_dist_default_opts(void)
-{
-    actc_dist_opts o = {32, 0};
-    return o;
-}
 actc_status actc_dist_attach(actc_dist *d, actc_trainer *t, const actc_dist_opts *o)
 {
     (void)d, (void)t, (void)o;

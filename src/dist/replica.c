@@ -3,19 +3,12 @@
  * backward completes them and finish after backward. */
 #include "dist.h"
 #include "../autograd/gradient.h"
-#include "../train/train.h"
 #include "../core/core.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define DEFAULT_BUCKET ((size_t)25 << 20) /* PyTorch DDP's bucket_cap_mb */
-
-actc_dist_opts actc_dist_default_opts(void)
-{
-    actc_dist_opts o = {32, 0};
-    return o;
-}
 
 /* 1 if b's all-reduce is in flight. */
 static int in_flight(const actc__bucket *b) { return b->ar.phase != AR_IDLE && b->ar.phase != AR_DONE; }

@@ -172,10 +172,10 @@ static actc_tensor *gnn_forward(actc_model *m, actc_ctx *ctx, const actc_batch *
 static actc_tensor *glorot(actc_model *m, const char *name, int out, int in)
 {
     const int shape[2] = {out, in};
-    return model_param(m, name, 2, shape, -sqrtf(6.0f / (float)(in + out)), 0);
+    return actc__model_param(m, name, 2, shape, -sqrtf(6.0f / (float)(in + out)), 0);
 }
 
-static actc_tensor *zeros(actc_model *m, const char *name, int n) { return model_param(m, name, 1, &n, 0, 0); }
+static actc_tensor *zeros(actc_model *m, const char *name, int n) { return actc__model_param(m, name, 1, &n, 0, 0); }
 
 actc_status actc__gnn_build(actc_model *m, const char *name)
 {

@@ -44,9 +44,9 @@ actc_status actc__mlp_build(actc_model *m)
         int ws[2] = {dims[l + 1], dims[l]};
         float bound = 1.0f / sqrtf((float)dims[l]); /* PyTorch's nn.Linear default */
         snprintf(name, sizeof name, "fc%d.weight", l + 1);
-        p->w[l] = model_param(m, name, 2, ws, -bound, 0);
+        p->w[l] = actc__model_param(m, name, 2, ws, -bound, 0);
         snprintf(name, sizeof name, "fc%d.bias", l + 1);
-        p->b[l] = model_param(m, name, 1, &dims[l + 1], -bound, 0);
+        p->b[l] = actc__model_param(m, name, 1, &dims[l + 1], -bound, 0);
         if (!p->w[l] || !p->b[l]) return actc_last_status();
     }
     return ACTC_OK;

@@ -72,7 +72,7 @@ static actc_status check_limit(actc_model *m, int ndim, const int *shape)
     return ACTC_OK;
 }
 
-actc_tensor *model_param(actc_model *m, const char *name, int ndim, const int *shape, float std,
+actc_tensor *actc__model_param(actc_model *m, const char *name, int ndim, const int *shape, float std,
                          float fill)
 {
     if (check_limit(m, ndim, shape) != ACTC_OK) return NULL;
@@ -91,7 +91,7 @@ actc_tensor *model_param(actc_model *m, const char *name, int ndim, const int *s
     return t;
 }
 
-actc_tensor *model_buffer(actc_model *m, const char *name, int ndim, const int *shape, float fill)
+actc_tensor *actc__model_buffer(actc_model *m, const char *name, int ndim, const int *shape, float fill)
 {
     if (check_limit(m, ndim, shape) != ACTC_OK) return NULL;
     actc_tensor *t = actc_tensor_new(ACTC_MEM_PARAM, ndim, shape);
@@ -107,7 +107,7 @@ actc_tensor *model_buffer(actc_model *m, const char *name, int ndim, const int *
 }
 
 /* Parameters first, buffers after, each group in creation order. */
-actc_status model_finish(actc_model *m)
+actc_status actc__model_finish(actc_model *m)
 {
     int n = m->n_state, np = 0;
     actc_tensor **sorted = malloc((size_t)(n ? n : 1) * sizeof *sorted);
@@ -178,7 +178,7 @@ actc_status actc__model_create_limited(const char *name, const actc_model_opts *
     else if (actc_model_name_takes_tokens(name)) s = actc__transformer_build(m, name);
     else if (actc_model_name_takes_graph(name)) s = actc__gnn_build(m, name);
     else s = actc_set_error(ACTC_ERR_INVALID, "unknown model '%s'; valid models:\n%s", name, g_models);
-    if (s == ACTC_OK) s = model_finish(m);
+    if (s == ACTC_OK) s = actc__model_finish(m);
     if (s != ACTC_OK) {
         actc_model_free(m);
         return s;

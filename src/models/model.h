@@ -1,6 +1,6 @@
 /* Internal model representation: a list of state tensors (parameters first,
  * then buffers such as batch-norm running statistics) and a forward function.
- * Builders add tensors with model_param / model_buffer. */
+ * Builders add tensors with actc__model_param / actc__model_buffer. */
 #ifndef ACTC_MODEL_H
 #define ACTC_MODEL_H
 #include "actc.h"
@@ -32,12 +32,12 @@ struct actc_model {
 
 /* Add a parameter initialised from N(0, std^2) (std > 0), U(-bound, bound)
  * (std < 0 means bound = -std) or the constant `fill` (std == 0). */
-actc_tensor *model_param(actc_model *m, const char *name, int ndim, const int *shape, float std,
+actc_tensor *actc__model_param(actc_model *m, const char *name, int ndim, const int *shape, float std,
                          float fill);
 /* Add a non-trainable buffer filled with `fill`. */
-actc_tensor *model_buffer(actc_model *m, const char *name, int ndim, const int *shape, float fill);
+actc_tensor *actc__model_buffer(actc_model *m, const char *name, int ndim, const int *shape, float fill);
 /* Split state into params (first n_state - n_buffers entries): call after building. */
-actc_status model_finish(actc_model *m);
+actc_status actc__model_finish(actc_model *m);
 
 /* actc_model_create with a limit on the bytes of the model's state: past
  * it, ACTC_ERR_FORMAT naming `what` (the file the record came from). */

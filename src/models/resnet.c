@@ -48,15 +48,15 @@ static actc_status make_conv_bn(actc_model *m, conv_bn *cb, const char *prefix, 
     /* Kaiming normal, fan_out, as torchvision's ResNet. */
     float std = sqrtf(2.0f / (float)(cout * k * k));
     snprintf(name, sizeof name, "%s.weight", prefix);
-    cb->w = model_param(m, name, 4, ws, std, 0);
+    cb->w = actc__model_param(m, name, 4, ws, std, 0);
     snprintf(name, sizeof name, "%s.bn.weight", prefix);
-    cb->gamma = model_param(m, name, 1, &cout, 0, 1.0f);
+    cb->gamma = actc__model_param(m, name, 1, &cout, 0, 1.0f);
     snprintf(name, sizeof name, "%s.bn.bias", prefix);
-    cb->beta = model_param(m, name, 1, &cout, 0, 0.0f);
+    cb->beta = actc__model_param(m, name, 1, &cout, 0, 0.0f);
     snprintf(name, sizeof name, "%s.bn.running_mean", prefix);
-    cb->mean = model_buffer(m, name, 1, &cout, 0.0f);
+    cb->mean = actc__model_buffer(m, name, 1, &cout, 0.0f);
     snprintf(name, sizeof name, "%s.bn.running_var", prefix);
-    cb->var = model_buffer(m, name, 1, &cout, 1.0f);
+    cb->var = actc__model_buffer(m, name, 1, &cout, 1.0f);
     cb->stride = stride;
     cb->pad = k / 2;
     if (!cb->w || !cb->gamma || !cb->beta || !cb->mean || !cb->var) return actc_last_status();
@@ -191,8 +191,8 @@ actc_status actc__resnet_build(actc_model *m, const char *variant)
     for (int s = n_stages; s < 5; s++) r->stage_start[s] = r->n_blocks;
     int ws[2] = {m->opts.num_classes, cin};
     float bound = 1.0f / sqrtf((float)cin);
-    r->fc_w = model_param(m, "fc.weight", 2, ws, -bound, 0);
-    r->fc_b = model_param(m, "fc.bias", 1, &m->opts.num_classes, -bound, 0);
+    r->fc_w = actc__model_param(m, "fc.weight", 2, ws, -bound, 0);
+    r->fc_b = actc__model_param(m, "fc.bias", 1, &m->opts.num_classes, -bound, 0);
     if (!r->fc_w || !r->fc_b) return actc_last_status();
     return ACTC_OK;
 }

@@ -265,7 +265,7 @@ static actc_tensor *param(builder *b, const char *name, int rows, int cols, floa
     char full[64];
     snprintf(full, sizeof full, "%s%s", b->prefix, name);
     int shp[2] = {rows, cols};
-    return rows ? model_param(b->m, full, 2, shp, std, fill) : model_param(b->m, full, 1, &cols, std, fill);
+    return rows ? actc__model_param(b->m, full, 2, shp, std, fill) : actc__model_param(b->m, full, 1, &cols, std, fill);
 }
 
 /* Per-model defaults (the presets) under whatever the caller set. */

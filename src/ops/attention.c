@@ -29,7 +29,7 @@
 #include <string.h>
 
 enum { IA_H = 0 };
-enum { NAIVE_NSAVES = 5 }; /* Q, K, V, P, O (policy_division.c knows O is save 4) */
+enum { NAIVE_NSAVES = 5 }; /* Q, K, V, P, O (O with role ATTN_OUT: the output projection reads it) */
 
 /* ---- shared by both forms ------------------------------------------------ */
 

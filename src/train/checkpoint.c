@@ -52,7 +52,6 @@
 #include "train.h"
 #include "../core/core.h"
 #include "../models/model.h"
-#include "../autograd/autograd.h"
 #include "../policy/policy.h"
 #include "../optim/optim.h"
 #include <errno.h>
@@ -318,7 +317,7 @@ static actc_status put_sections(actc__wbuf *w, sections *sc, actc_model *m, actc
         section_end(w, sc);
     }
     if (x->t) {
-        const actc_policy *p = x->t->ctx->policy;
+        const actc_policy *p = actc__ctx_policy_of(x->t->ctx);
         section_begin(w, sc, S_POLICY);
         actc__w_str(w, x->t->policy);
         actc_status s = p && p->save_state ? p->save_state(p, w) : ACTC_OK;
@@ -492,7 +491,7 @@ actc_status actc__trainer_learnt_state(const actc_trainer *t, uint8_t **out, siz
 {
     *out = NULL;
     *len = 0;
-    const actc_policy *p = t->ctx->policy;
+    const actc_policy *p = actc__ctx_policy_of(t->ctx);
     actc__wbuf w = {0}, ps = {0}, cs = {0};
     actc_status s = p && p->save_state ? p->save_state(p, &ps) : ACTC_OK;
     if (s == ACTC_OK) s = actc__controller_save(t->ctrl, &cs);
@@ -1087,7 +1086,8 @@ static actc_status install_learnt(actc_trainer *t, const char *path, const uint8
         }
     }
     if (fresh) {
-        fresh->frozen = t->ctx->policy ? t->ctx->policy->frozen : 0;
+        const actc_policy *old = actc__ctx_policy_of(t->ctx);
+        fresh->frozen = old ? old->frozen : 0;
         s = actc__ctx_install_policy(t->ctx, fresh);
         fresh = NULL; /* installed, or freed by install on failure */
     }

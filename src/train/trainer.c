@@ -242,7 +242,9 @@ static actc_status slice(const actc_batch *b, int off, int k, actc_batch *part, 
 /* Seconds the store has spent in codecs since its last reset. */
 static double codec_seconds(const actc_ctx *ctx)
 {
-    return ctx->st.encode_s + ctx->st.decode_s;
+    actc_store_stats ss;
+    actc_store_get_stats(ctx, &ss);
+    return ss.encode_s + ss.decode_s;
 }
 
 actc_tensor *actc__trainer_loss(actc_trainer *t, actc_ctx *ctx, const actc_batch *b, int *correct, long *rows)

@@ -3,10 +3,12 @@
 # `nm -D --defined-only` shows starts with actc_ (never actc__, the internal
 # prefix, and nothing foreign), and it is the set of functions actc.h
 # declares, so a declaration that lacks ACTC_API (hidden, then missing
-# here) or a definition that escapes the header fails.
-# usage: symbols_test.sh LIBACTC_SO ACTC_H [CC]
+# here) or a definition that escapes the header fails.  With the static
+# library too: every global symbol it defines carries the actc_ prefix
+# (actc__ included), so linking it cannot clash with a program's names.
+# usage: symbols_test.sh LIBACTC_SO ACTC_H [CC [LIBACTC_A]]
 set -euo pipefail
-lib=$1 header=$2 cc=${3:-cc}
+lib=$1 header=$2 cc=${3:-cc} static=${4:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -34,6 +36,14 @@ if [ -s "$tmp/extra" ]; then
     echo "FAIL: exported but not declared in actc.h:"
     sed 's/^/  /' "$tmp/extra"
     status=1
+fi
+if [ -n "$static" ]; then
+    nm --defined-only -g "$static" 2>/dev/null | awk 'NF == 3 {print $3}' | grep -v '^actc_' | sort -u >"$tmp/unprefixed" || true
+    if [ -s "$tmp/unprefixed" ]; then
+        echo "FAIL: $static defines global symbols without the actc_ prefix:"
+        sed 's/^/  /' "$tmp/unprefixed"
+        status=1
+    fi
 fi
 echo "$(wc -l <"$tmp/exported") symbols exported, $(wc -l <"$tmp/declared") functions declared in actc.h"
 exit $status
