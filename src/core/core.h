@@ -3,6 +3,25 @@
 #define ACTC_CORE_H
 #include "actc.h"
 
+/* The process-wide settings (settings.c): one object the public setters
+ * write (actc_set_threads, actc_set_deterministic, actc_set_gemm_backend,
+ * actc_set_conv_backend, which check one another's fields here) and the
+ * kernels read, so no layer's setter calls another layer's getter.  Fields
+ * are written between steps and read per call (volatile: a plain int read
+ * each time). */
+enum { ACTC__BACKEND_AUTO = -1 }; /* gemm and conv: the per-call choice  */
+enum { ACTC__GEMM_OPENBLAS = 0, ACTC__GEMM_DNNL = 1 };
+enum { ACTC__CONV_IM2COL = 0, ACTC__CONV_DNNL = 1 };
+typedef struct {
+    volatile int threads;       /* what actc_set_threads last set (0: never) */
+    volatile int deterministic; /* actc_set_deterministic                    */
+    volatile int gemm;          /* ACTC__BACKEND_AUTO or ACTC__GEMM_*       */
+    volatile int conv;          /* ACTC__BACKEND_AUTO or ACTC__CONV_*       */
+    volatile int precision;     /* bits of the dense products' operands: 32
+                                   (fp32) is the only one today            */
+} actc__settings;
+extern actc__settings actc__set;
+
 /* The tape keeps a tensor's struct alive (for gradient routing) without
  * keeping its data alive: these count such references. */
 void actc__tensor_tape_ref(actc_tensor *t);

@@ -1,27 +1,8 @@
-/* Results that do not depend on the thread count: the switch
- * (actc_set_deterministic, which the dense products of gemm.c follow) and
- * the fixed-order sum of squares (actc__sum_sq_diff). */
+/* Results that do not depend on the thread count (the switch is in
+ * settings.c: actc_set_deterministic): the fixed-order sum of squares. */
 #include "actc.h"
 #include "core.h"
 #include <omp.h>
-
-#include <string.h>
-
-static int g_deterministic;
-
-actc_status actc_set_deterministic(int on)
-{
-    /* oneDNN's weight gradient of a convolution is reduced across threads in
-     * an order set by their number; im2col + actc__sgemm is not. */
-    if (on && strcmp(actc_get_conv_backend(), "dnnl") == 0)
-        return actc_set_error(ACTC_ERR_INVALID, "deterministic mode: the convolution backend is forced to dnnl, "
-                                                "whose weight gradients depend on the thread count (use auto or "
-                                                "im2col)");
-    g_deterministic = on != 0;
-    return ACTC_OK;
-}
-
-int actc_get_deterministic(void) { return g_deterministic; }
 
 /* Blocks of a fixed count (not of the thread count), each summed in one
  * order, the blocks' sums added in block order: the same result at any

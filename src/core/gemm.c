@@ -36,11 +36,10 @@
 #include <dnnl.h>
 #endif
 
-enum { GEMM_AUTO, GEMM_OPENBLAS, GEMM_DNNL };
+enum { GEMM_AUTO = ACTC__BACKEND_AUTO, GEMM_OPENBLAS = ACTC__GEMM_OPENBLAS, GEMM_DNNL = ACTC__GEMM_DNNL };
 
-/* The setting (volatile: read per product, written between steps) and the
- * choice auto resolves to, made once. */
-static volatile int g_forced = GEMM_AUTO;
+/* The setting is actc__set.gemm (settings.c); the choice auto resolves to
+ * is made once. */
 static int g_auto;
 static char g_auto_why[160];
 static pthread_once_t g_auto_once = PTHREAD_ONCE_INIT;
@@ -72,7 +71,7 @@ static void resolve_auto(void)
 
 static int backend(void)
 {
-    const int f = g_forced;
+    const int f = actc__set.gemm;
     if (f != GEMM_AUTO) return f;
     pthread_once(&g_auto_once, resolve_auto);
     return g_auto;
@@ -82,9 +81,9 @@ actc_status actc_set_gemm_backend(const char *name)
 {
     if (!name) return actc_set_error(ACTC_ERR_INVALID, "dense-product backend: NULL name (auto, dnnl, openblas)");
     if (!strcmp(name, "auto")) {
-        g_forced = GEMM_AUTO;
+        actc__set.gemm = GEMM_AUTO;
     } else if (!strcmp(name, "openblas")) {
-        g_forced = GEMM_OPENBLAS;
+        actc__set.gemm = GEMM_OPENBLAS;
     } else if (!strcmp(name, "dnnl")) {
         if (!dnnl_built())
             return actc_set_error(ACTC_ERR_INVALID, "dense-product backend 'dnnl': this build of actc has no oneDNN "
@@ -97,7 +96,7 @@ actc_status actc_set_gemm_backend(const char *name)
             return actc_set_error(ACTC_ERR_INVALID, "dense-product backend 'dnnl': oneDNN has no optimised kernels "
                                                     "for this CPU (no SSE4.2; use auto or openblas)");
 #endif
-        g_forced = GEMM_DNNL;
+        actc__set.gemm = GEMM_DNNL;
     } else {
         return actc_set_error(ACTC_ERR_INVALID, "unknown dense-product backend '%s' (auto, dnnl, openblas)", name);
     }
@@ -106,7 +105,7 @@ actc_status actc_set_gemm_backend(const char *name)
 
 const char *actc_get_gemm_backend(void)
 {
-    switch (g_forced) {
+    switch (actc__set.gemm) {
     case GEMM_OPENBLAS: return "openblas";
     case GEMM_DNNL: return "dnnl";
     default: return "auto";
@@ -117,7 +116,7 @@ const char *actc_gemm_backend_in_use(void) { return backend() == GEMM_DNNL ? "dn
 
 const char *actc_gemm_backend_reason(void)
 {
-    if (g_forced != GEMM_AUTO) return "forced (actc_set_gemm_backend)";
+    if (actc__set.gemm != GEMM_AUTO) return "forced (actc_set_gemm_backend)";
     pthread_once(&g_auto_once, resolve_auto);
     return g_auto_why;
 }
@@ -169,7 +168,7 @@ void actc__sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *
 {
     if (M <= 0 || N <= 0) return;
     const int b = backend();
-    if (!actc_get_deterministic()) {
+    if (!actc__set.deterministic) {
         gemm_on(b, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
         return;
     }

@@ -1,6 +1,5 @@
-/* Thread count for OpenMP kernels and OpenBLAS (the OpenMP build of OpenBLAS
- * follows omp_set_num_threads; we also call its own setter), each thread's
- * share of a loop, and the bulk copies and fills of a step on the threads
+/* Each thread's share of a loop (the thread count is a setting:
+ * settings.c), and the bulk copies and fills of a step on the threads
  * (one thread's memcpy or memset of a step's buffer is a serial section that
  * grows with the batch: at 16 threads it costs what 16 times its bytes of
  * parallel work do). */
@@ -8,17 +7,6 @@
 #include "core.h"
 #include <omp.h>
 #include <string.h>
-
-void openblas_set_num_threads(int n);
-
-void actc_set_threads(int n)
-{
-    if (n <= 0) return;
-    omp_set_num_threads(n);
-    openblas_set_num_threads(n);
-}
-
-int actc_get_threads(void) { return omp_get_max_threads(); }
 
 /* 256 KiB a thread at least: below that the fork costs more than it saves. */
 #define COPY_PAR_MIN ((size_t)1 << 16)

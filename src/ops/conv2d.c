@@ -456,31 +456,33 @@ oom:
 
 /* ---- backend choice ------------------------------------------------------ */
 
-/* The backend every conv2d call of the process uses: ACTC_CONV_AUTO (the
- * per-call choice below) unless actc_set_conv_backend (or, in tests and
- * benches, actc__conv_force_backend) forced one.  The library reads no
- * environment: a program that wants a variable to choose (the actc command's
- * ACTC_CONV) reads it and calls actc_set_conv_backend.  volatile: a plain
- * int read per call, written between training steps. */
-static volatile int conv_forced = ACTC_CONV_AUTO;
+/* The backend every conv2d call of the process uses is the setting
+ * actc__set.conv (src/core/settings.c): ACTC_CONV_AUTO (the per-call
+ * choice below) unless actc_set_conv_backend (or, in tests and benches,
+ * actc__conv_force_backend) forced one.  The library reads no environment:
+ * a program that wants a variable to choose (the actc command's ACTC_CONV)
+ * reads it and calls actc_set_conv_backend. */
+_Static_assert((int)ACTC_CONV_AUTO == (int)ACTC__BACKEND_AUTO && (int)ACTC_CONV_IM2COL == (int)ACTC__CONV_IM2COL &&
+                   (int)ACTC_CONV_DNNL == (int)ACTC__CONV_DNNL,
+               "the convolution backends are the settings' values");
 
-void actc__conv_force_backend(actc_conv_backend b) { conv_forced = b; }
+void actc__conv_force_backend(actc_conv_backend b) { actc__set.conv = b; }
 
 actc_status actc_set_conv_backend(const char *name)
 {
     if (!name) return actc_set_error(ACTC_ERR_INVALID, "convolution backend: NULL name (auto, dnnl, im2col)");
     if (strcmp(name, "auto") == 0) {
-        conv_forced = ACTC_CONV_AUTO;
+        actc__set.conv = ACTC_CONV_AUTO;
     } else if (strcmp(name, "im2col") == 0) {
-        conv_forced = ACTC_CONV_IM2COL;
+        actc__set.conv = ACTC_CONV_IM2COL;
     } else if (strcmp(name, "dnnl") == 0) {
-        if (actc_get_deterministic())
+        if (actc__set.deterministic)
             return actc_set_error(ACTC_ERR_INVALID, "convolution backend 'dnnl': its weight gradients depend on the "
                                                     "thread count, and deterministic mode is on (use auto or im2col)");
         if (!actc__conv_dnnl_compiled())
             return actc_set_error(ACTC_ERR_INVALID, "convolution backend 'dnnl': this build of actc has no oneDNN "
                                                     "(use auto or im2col)");
-        conv_forced = ACTC_CONV_DNNL;
+        actc__set.conv = ACTC_CONV_DNNL;
     } else {
         return actc_set_error(ACTC_ERR_INVALID, "unknown convolution backend '%s' (auto, dnnl, im2col)", name);
     }
@@ -489,7 +491,7 @@ actc_status actc_set_conv_backend(const char *name)
 
 const char *actc_get_conv_backend(void)
 {
-    switch (conv_forced) {
+    switch (actc__set.conv) {
     case ACTC_CONV_IM2COL: return "im2col";
     case ACTC_CONV_DNNL: return "dnnl";
     default: return "auto";
@@ -499,7 +501,7 @@ const char *actc_get_conv_backend(void)
 void actc__conv_release(void) { actc__conv_dnnl_cleanup(); }
 
 /* The forced backend, or ACTC_CONV_AUTO. */
-static actc_conv_backend conv_forced_backend(void) { return (actc_conv_backend)conv_forced; }
+static actc_conv_backend conv_forced_backend(void) { return (actc_conv_backend)actc__set.conv; }
 
 actc_conv_backend actc__conv_backend_for(const conv_geom *g)
 {
@@ -507,7 +509,7 @@ actc_conv_backend actc__conv_backend_for(const conv_geom *g)
     if (f != ACTC_CONV_AUTO) return f;
     (void)g;
     /* oneDNN reduces the weight gradient across threads (actc_set_deterministic). */
-    if (actc_get_deterministic()) return ACTC_CONV_IM2COL;
+    if (actc__set.deterministic) return ACTC_CONV_IM2COL;
     /* oneDNN whenever it is built in: it was faster on every ResNet-18 and
      * ResNet-20 shape measured (bench_conv), and its passes fall back to
      * im2col by themselves when it has no implementation for a geometry. */
