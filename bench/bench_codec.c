@@ -103,7 +103,7 @@ static void time_case(bench_case *bc, const float *x, float *y, const actc_codec
     actc_codec_args a;
     case_args(bc, proto, &a);
     const double t0 = now();
-    bc->codec->plan(&a, x, n);
+    bc->codec->plan(&a, n);
     bc->codec->encode(&a, x, n, bc->buf);
     const double t1 = now();
     bc->codec->decode(&a, bc->buf, n, y);
@@ -177,7 +177,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < ncases; i++) {
         actc_codec_args a;
         case_args(&cases[i], &proto, &a);
-        const size_t bytes = cases[i].codec->plan(&a, x, n);
+        const size_t bytes = cases[i].codec->plan(&a, n);
         cases[i].buf = xmalloc(bytes);
         cases[i].bits_per_elem = 8.0 * (double)bytes / (double)n;
     }

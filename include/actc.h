@@ -373,6 +373,85 @@ ACTC_API char *actc_shape_str(const actc_tensor *t, char *buf, size_t cap);
 ACTC_API void actc_tensor_drop_grad(actc_tensor *t);
 
 /* ------------------------------------------------------------------------ */
+/* Codecs on caller buffers: the store's codecs without the engine           */
+/* ------------------------------------------------------------------------ */
+/* Every codec the saved-context store uses, callable on plain float arrays
+ * and caller-provided buffers, with no context, tape or policy: what a
+ * binding (the PyTorch package) or another implementation of the codecs
+ * calls.  A plan is plain data computed from the codec spec, the shape and
+ * a key alone (never from the values), so the payload's exact size is known
+ * before the data exists; encode and decode allocate nothing and keep no
+ * state between calls.  The bytes are those the store writes for the same
+ * codec, arguments and key, at any thread count.
+ *
+ * Codec specs (case-insensitive; the canonical spelling is kept in
+ * plan->codec):
+ *   fp32                 lossless copy
+ *   bf16                 bfloat16, round to nearest even
+ *   mask                 1 bit per element: (x > 0)
+ *   index:W              non-negative integers held in floats (exact below
+ *                        2^24), W = 1, 2 or 4 bytes each (uint8/16/32);
+ *                        values must fit W bytes
+ *   quant:B[,group=G]    ActNN's per-group stochastic quantizer, B = 1..8
+ *                        bits, groups of G elements (default 256) within
+ *                        each sample (the first axis is the sample axis of a
+ *                        tensor of 2 or more dims); with sample_bits (one
+ *                        width 1..8 per sample) it is ActNN's mixed
+ *                        precision and B is unused
+ *   quant:B,per-tensor   one zero point and range for the whole tensor
+ *   nf4 | fp4-bnb | fp4-e2m1 [,block=G][,round=nearest|stochastic]
+ *                        4-bit block-wise (AGoQ's and bitsandbytes' tables),
+ *                        one fp32 absmax per block of G elements (a power of
+ *                        two from 32 to 4096, default 64); "fp4" is fp4-bnb,
+ *                        "e2m1" is fp4-e2m1
+ *   dyn8[,block=G]       8-bit dynamic map with an fp32 absmax per block of
+ *                        G elements (default 256)
+ *   division[:b=B,q=Q,lfc-only|hfc-only,seq=tokens|features]
+ *                        DIVISION's bf16 low-frequency part (block B,
+ *                        default 8) and Q-bit residual (default 2); the map
+ *                        axes follow the rank as under the division policy
+ *                        (4-D: 2-D maps; 5-D: 3-D maps; 3-D: per seq=;
+ *                        2-D and 1-D: 1-D maps)
+ * Stochastic codecs draw from a counter-based stream of (key, element
+ * index): the same key gives the same bytes; give each tensor and step its
+ * own key (e.g. actc_rng_key(seed, step, tensor_id)). */
+typedef struct {
+    char codec[48];              /* canonical spec ("quant:2", "nf4,block=64") */
+    int ndim;
+    int shape[ACTC_MAX_DIMS];
+    size_t numel;
+    size_t bytes;                /* exact size of the payload encode writes   */
+    uint64_t key;                /* random stream of the stochastic codecs    */
+    /* Resolved by actc_codec_plan_make for encode and decode: do not change. */
+    int id_, bits_, group_, width_;
+    int iparam_[4];
+    uint64_t sample_bits_hash_;  /* of the per-sample widths the plan sized   */
+} actc_codec_plan;
+
+/* Plan the encoding of a tensor of the given shape (ndim 1..ACTC_MAX_DIMS,
+ * positive sizes; ndim 0 is a scalar) with the codec of spec.  sample_bits:
+ * quant only, shape[0] widths (1..8) for per-sample precision, or NULL.
+ * ACTC_ERR_INVALID with a message for an unknown codec, a bad option or
+ * shape, or sample_bits given to another codec. */
+ACTC_API actc_status actc_codec_plan_make(const char *spec, int ndim, const int *shape, uint64_t key,
+                                          const uint8_t *sample_bits, actc_codec_plan *plan);
+/* Encode plan->numel floats of x into dst (dst_bytes >= plan->bytes;
+ * exactly plan->bytes are written).  sample_bits: the same widths the plan
+ * was made with (checked) or NULL.  ACTC_ERR_INVALID for a short buffer, a
+ * plan not from actc_codec_plan_make, other widths, or an index:W value
+ * that is not an integer in [0, 2^(8W))). */
+ACTC_API actc_status actc_codec_encode(const actc_codec_plan *plan, const float *x, const uint8_t *sample_bits,
+                                       void *dst, size_t dst_bytes);
+/* Decode a payload of plan->bytes (src_bytes >= that) into plan->numel
+ * floats. */
+ACTC_API actc_status actc_codec_decode(const actc_codec_plan *plan, const void *src, size_t src_bytes, float *dst);
+/* Decode rows [row0, row0 + nrows) of the first axis only (nrows *
+ * numel / shape[0] floats into dst): the same values as those rows of a
+ * whole decode. */
+ACTC_API actc_status actc_codec_decode_rows(const actc_codec_plan *plan, const void *src, size_t src_bytes,
+                                            size_t row0, size_t nrows, float *dst);
+
+/* ------------------------------------------------------------------------ */
 /* Engine context: tape, saved-context store, policy                         */
 /* ------------------------------------------------------------------------ */
 
@@ -487,10 +566,11 @@ ACTC_API actc_status actc_ctx_set_policy(actc_ctx *ctx, const char *spec);
 ACTC_API const char *actc_ctx_policy(const actc_ctx *ctx);
 /* Multi-line help text listing every policy spec and its parameters. */
 ACTC_API const char *actc_policy_list(void);
-/* 1 when the active policy measures sensitivities (a gact policy other than
- * gact:CKPT, alone or as the codec part of compact:...+gact:...): its
- * controller then runs L + 1 extra forward and backward passes whenever it
- * measures (actc_controller_iterate).  0 otherwise or for NULL. */
+/* 1 when the active policy, or one it decorates, learns by measuring (it
+ * has measurement hooks; today the gact levels other than gact:CKPT, alone
+ * or under compact:...+gact:...): the controller then runs L + 1 extra
+ * forward and backward passes whenever it measures
+ * (actc_controller_iterate).  0 otherwise or for NULL. */
 ACTC_API int actc_ctx_policy_measures(const actc_ctx *ctx);
 /* 1 when the active policy learns its state from the data it sees (ActNN's
  * adaptive levels from gradient statistics, GACT from its measurements,
@@ -612,16 +692,15 @@ ACTC_API actc_tensor *actc_region(actc_ctx *ctx, actc_region_kind r, actc_segmen
 typedef actc_tensor *(*actc_region_fn)(actc_ctx *ctx, int n, actc_tensor *const *x, void *user);
 ACTC_API actc_tensor *actc_region_n(actc_ctx *ctx, actc_region_kind r, actc_region_fn fn, void *user, int n,
                                     actc_tensor *const *x);
-/* actc_ctx_plan_region(ctx, ACTC_REGION_BLOCK) == ACTC_PLAN_RECOMPUTE: the
- * active policy asks models to checkpoint their blocks (gact:CB1, gact:CB2,
- * gact:CKPT). */
-ACTC_API int actc_ctx_wants_segments(const actc_ctx *ctx);
-/* The attention form the plan of ACTC_REGION_ATTN asks for (SAVE: the
- * textbook ACTC_ATTN_NAIVE, RECOMPUTE: ACTC_ATTN_FLASH), or model_default
- * when it has none.  The gact levels ask for the textbook form (GACT's L1
- * and CB1 save the softmax's probabilities), gact:CB2 for the
- * memory-efficient one; every other policy has no opinion. */
-ACTC_API int actc_ctx_attention(const actc_ctx *ctx, int model_default);
+/* As actc_region, for a region whose function takes its input: fn(ctx, x,
+ * user) consumes the reference to x it is given (so it may add a residual
+ * into x in place, as the transformer's blocks do), and so does
+ * actc_region_take (on failure too).  Recomputed (a BLOCK region planned
+ * ACTC_PLAN_RECOMPUTE: gact:CB1, gact:CB2, gact:CKPT), fn is called with a
+ * reference of its own in forward and in each rerun, and the region keeps
+ * x as a segment keeps it. */
+ACTC_API actc_tensor *actc_region_take(actc_ctx *ctx, actc_region_kind r, actc_segment_fn fn, void *user,
+                                       actc_tensor *x);
 
 /* Name scopes ("layer1.0.conv1"): nodes record the scope they were made in,
  * giving saved tensors stable names across steps (used by policies that keep
@@ -808,6 +887,9 @@ struct actc_node {
     actc_tensor **held_;                      /* parameters a segment holds    */
     int n_held_;
     int uses_released_;
+    int region_;                              /* an input-recompute region:
+                                                 a save of its output keeps a
+                                                 reference to it           */
 };
 
 /* Record on ctx's tape a node for output y computed from inputs in[0..n-1]
@@ -1235,6 +1317,17 @@ ACTC_API actc_tensor *actc_attention_naive(actc_ctx *ctx, actc_tensor *q, actc_t
  * probabilities it rebuilds are an exact softmax of what it decoded.
  * Same results as actc_attention_naive to float rounding. */
 ACTC_API actc_tensor *actc_attention_flash(actc_ctx *ctx, actc_tensor *q, actc_tensor *k, actc_tensor *v, int n_heads);
+/* Attention forms (actc_attention, actc_model_opts.attention). */
+enum { ACTC_ATTN_FLASH = 0, ACTC_ATTN_NAIVE = 1 };
+/* The attention in the form the plan of ACTC_REGION_ATTN asks for: SAVE the
+ * textbook form (actc_attention_naive), RECOMPUTE the memory-efficient one
+ * (actc_attention_flash), no plan: form (ACTC_ATTN_FLASH or ACTC_ATTN_NAIVE,
+ * the model's default).  The gact levels plan the textbook form (GACT's L1
+ * and CB1 save the softmax's probabilities), gact:CB2 the memory-efficient
+ * one; the other policies have no opinion.  ACTC_ERR_INVALID for another
+ * form. */
+ACTC_API actc_tensor *actc_attention(actc_ctx *ctx, actc_tensor *q, actc_tensor *k, actc_tensor *v, int n_heads,
+                                     int form);
 
 /* ------------------------------------------------------------------------ */
 /* GACT controller: run-time sensitivity and per-tensor bits                 */
@@ -1314,9 +1407,6 @@ ACTC_API int actc_controller_tensors(const actc_controller *c, actc_saved_info *
 /* ------------------------------------------------------------------------ */
 
 typedef struct actc_model actc_model;
-
-/* Attention form of the transformer models (actc_model_opts.attention). */
-enum { ACTC_ATTN_FLASH = 0, ACTC_ATTN_NAIVE = 1 };
 
 typedef struct {
     int in_channels;   /* default 1 */

@@ -6,16 +6,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-static size_t roundtrip(const actc_codec *c, const float *x, size_t n, float *out)
+static size_t roundtrip_w(const actc_codec *c, int width, const float *x, size_t n, float *out)
 {
     actc_codec_args a;
     memset(&a, 0, sizeof a);
-    size_t bytes = c->plan(&a, x, n);
+    a.width = width;
+    size_t bytes = c->plan(&a, n);
     void *buf = malloc(bytes ? bytes : 1);
     c->encode(&a, x, n, buf);
     c->decode(&a, buf, n, out);
     free(buf);
     return bytes;
+}
+
+static size_t roundtrip(const actc_codec *c, const float *x, size_t n, float *out)
+{
+    return roundtrip_w(c, 0, x, n, out);
 }
 
 static void test_fp32_and_bf16(void **state)
@@ -63,9 +69,13 @@ static void test_index_widths(void **state)
     for (int k = 0; k < 3; k++) {
         for (int i = 0; i < 13; i++) x[i] = (float)(i * 7 % 13);
         x[5] = maxes[k];
-        assert_int_equal(roundtrip(&actc_codec_index, x, 13, y), 13 * widths[k]);
+        assert_int_equal(actc_index_width(maxes[k]), (int)widths[k]);
+        assert_int_equal(roundtrip_w(&actc_codec_index, actc_index_width(maxes[k]), x, 13, y), 13 * widths[k]);
         assert_memory_equal(x, y, sizeof x);
     }
+    /* A width that is not 1, 2 or 4 plans the widest, which holds any index. */
+    assert_int_equal(roundtrip_w(&actc_codec_index, 3, x, 13, y), 13 * 4);
+    assert_memory_equal(x, y, sizeof x);
 }
 
 int main(void)

@@ -34,8 +34,10 @@ static void test_gact_specs(void **state)
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
         assert_int_equal(actc_ctx_set_policy(ctx, good[i].in), ACTC_OK);
         assert_string_equal(actc_ctx_policy(ctx), good[i].canon);
-        assert_int_equal(actc_ctx_wants_segments(ctx), good[i].segments);
-        assert_int_equal(actc_ctx_attention(ctx, 7), good[i].attention < 0 ? 7 : good[i].attention);
+        assert_int_equal(actc_ctx_plan_region(ctx, ACTC_REGION_BLOCK) == ACTC_PLAN_RECOMPUTE, good[i].segments);
+        const int attn_plan = good[i].attention < 0 ? ACTC_PLAN_ANY
+                              : good[i].attention == ACTC_ATTN_NAIVE ? ACTC_PLAN_SAVE : ACTC_PLAN_RECOMPUTE;
+        assert_int_equal(actc_ctx_plan_region(ctx, ACTC_REGION_ATTN), attn_plan);
         assert_int_equal(actc_ctx_policy_measures(ctx), good[i].measures);
     }
     /* Inside CompAct it still measures; other policies never do. */
@@ -334,17 +336,17 @@ static void test_dynamic_graph_keeps_bits(void **state)
     actc_policy *p = ctx->policy;
     /* One measured pass over the whole graph registers its tensors; then
      * sensitivities are set by hand so l1 and l2 get different widths. */
-    actc__gact_estimate_mode(p, 1, 0, 0);
+    assert_non_null(p->measure);
+    p->measure->mode(p, 1, 0, 0);
     int k;
     assert_int_equal(net_fwdbwd(ctx, &n, 0, &k), ACTC_OK);
-    actc__gact_estimate_mode(p, 0, 0, 0);
+    p->measure->mode(p, 0, 0, 0);
     uint64_t keys[8];
-    assert_int_equal(actc__gact_live_keys(p, keys, 8), 5);
+    assert_int_equal(p->measure->keys(p, keys, 8), 5);
     const double c[5] = {1.0, 1e-6, 1e4, 1.0, 1.0}; /* inputs of l0, l1, l2, l3; logits */
-    for (int i = 0; i < 5; i++) actc__gact_set_sensitivity(p, keys[i], c[i]);
-    assert_int_equal(actc__gact_allocate(p), ACTC_OK);
+    assert_int_equal(p->measure->commit(p, keys, c, 5), ACTC_OK);
     actc_saved_info t[8];
-    assert_int_equal(actc__gact_tensors(p, t, 8), 5);
+    assert_int_equal(p->tensors(p, t, 8), 5);
     assert_string_equal(t[1].scope, "l1");
     assert_string_equal(t[2].scope, "l2");
     assert_true(t[2].bits > t[1].bits);

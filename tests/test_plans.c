@@ -4,7 +4,7 @@
  * toy norm from an exact save, and gradients encoded across micro-batches. */
 #include "testutil.h"
 #include "autograd/autograd.h"
-#include "autograd/gradient.h"
+#include "grad/grad.h"
 #include "core/core.h"
 #include "optim/optim.h"
 #include "policy/policy.h"
@@ -19,7 +19,6 @@ static void test_region_plans(void **state)
     (void)state;
     actc_ctx *ctx = actc_ctx_new();
     for (int r = 0; r < ACTC_REGION_NKINDS; r++) assert_int_equal(actc_ctx_plan_region(ctx, r), ACTC_PLAN_ANY);
-    assert_int_equal(actc_ctx_attention(ctx, ACTC_ATTN_FLASH), ACTC_ATTN_FLASH);
     static const struct {
         const char *spec;
         int block, attn;
@@ -31,21 +30,66 @@ static void test_region_plans(void **state)
         assert_int_equal(actc_ctx_plan_region(ctx, ACTC_REGION_BLOCK), want[i].block);
         assert_int_equal(actc_ctx_plan_region(ctx, ACTC_REGION_ATTN), want[i].attn);
         assert_int_equal(actc_ctx_plan_region(ctx, ACTC_REGION_NORM), ACTC_PLAN_ANY);
-        assert_int_equal(actc_ctx_wants_segments(ctx), want[i].block == ACTC_PLAN_RECOMPUTE);
     }
     /* An override wins over the policy, survives a policy change, and ANY
      * gives the decision back. */
     assert_int_equal(actc_ctx_set_region_plan(ctx, ACTC_REGION_BLOCK, ACTC_PLAN_SAVE), ACTC_OK);
-    assert_int_equal(actc_ctx_wants_segments(ctx), 0);
+    assert_int_equal(actc_ctx_plan_region(ctx, ACTC_REGION_BLOCK), ACTC_PLAN_SAVE);
     assert_int_equal(actc_ctx_set_policy(ctx, "gact:CB1"), ACTC_OK);
     assert_int_equal(actc_ctx_plan_region(ctx, ACTC_REGION_BLOCK), ACTC_PLAN_SAVE);
     assert_int_equal(actc_ctx_set_region_plan(ctx, ACTC_REGION_BLOCK, ACTC_PLAN_ANY), ACTC_OK);
     assert_int_equal(actc_ctx_plan_region(ctx, ACTC_REGION_BLOCK), ACTC_PLAN_RECOMPUTE);
     assert_int_equal(actc_ctx_set_region_plan(ctx, ACTC_REGION_ATTN, ACTC_PLAN_RECOMPUTE), ACTC_OK);
-    assert_int_equal(actc_ctx_attention(ctx, ACTC_ATTN_NAIVE), ACTC_ATTN_FLASH);
+    assert_int_equal(actc_ctx_plan_region(ctx, ACTC_REGION_ATTN), ACTC_PLAN_RECOMPUTE);
     assert_int_equal(actc_ctx_set_region_plan(ctx, ACTC_REGION_NKINDS, ACTC_PLAN_SAVE), ACTC_ERR_INVALID);
     assert_int_equal(actc_ctx_set_region_plan(ctx, ACTC_REGION_NORM, 7), ACTC_ERR_INVALID);
     assert_int_equal(actc_ctx_plan_region(ctx, (actc_region_kind)99), ACTC_PLAN_ANY);
+    actc_ctx_free(ctx);
+}
+
+/* Bytes the attention's saves take on a fresh context under an ATTN plan
+ * (ACTC_PLAN_ANY: none): form -1 calls the textbook operator, -2 the
+ * memory-efficient one, else actc_attention with that default form. */
+static size_t attention_saved(int plan, int form)
+{
+    actc_ctx *ctx = actc_ctx_new();
+    assert_int_equal(actc_ctx_set_region_plan(ctx, ACTC_REGION_ATTN, plan), ACTC_OK);
+    const int shape[3] = {2, 16, 8};
+    actc_tensor *qkv[3];
+    for (int i = 0; i < 3; i++) {
+        qkv[i] = actc_tensor_new(ACTC_MEM_ACT, 3, shape);
+        for (size_t j = 0; j < qkv[i]->numel; j++) qkv[i]->data[j] = actc_rand_uniform((uint64_t)i, j) - 0.5f;
+        qkv[i]->requires_grad = 1;
+    }
+    actc_tensor *y = form == -1   ? actc_attention_naive(ctx, qkv[0], qkv[1], qkv[2], 2)
+                     : form == -2 ? actc_attention_flash(ctx, qkv[0], qkv[1], qkv[2], 2)
+                                  : actc_attention(ctx, qkv[0], qkv[1], qkv[2], 2, form);
+    assert_non_null(y);
+    actc_store_stats st;
+    actc_store_get_stats(ctx, &st);
+    actc_tensor_release(y);
+    for (int i = 0; i < 3; i++) actc_tensor_release(qkv[i]);
+    actc_ctx_free(ctx);
+    return st.stored_bytes;
+}
+
+/* The attention operator reads the ATTN plan itself: SAVE gives the
+ * textbook form (it keeps the T x T probabilities), RECOMPUTE the
+ * memory-efficient one, no plan the form the caller asked for. */
+static void test_attention_follows_its_plan(void **state)
+{
+    (void)state;
+    const size_t naive = attention_saved(ACTC_PLAN_ANY, -1), flash = attention_saved(ACTC_PLAN_ANY, -2);
+    assert_true(naive > flash);
+    assert_int_equal(attention_saved(ACTC_PLAN_ANY, ACTC_ATTN_NAIVE), naive);
+    assert_int_equal(attention_saved(ACTC_PLAN_ANY, ACTC_ATTN_FLASH), flash);
+    assert_int_equal(attention_saved(ACTC_PLAN_SAVE, ACTC_ATTN_FLASH), naive);
+    assert_int_equal(attention_saved(ACTC_PLAN_RECOMPUTE, ACTC_ATTN_NAIVE), flash);
+    actc_ctx *ctx = actc_ctx_new();
+    assert_null(actc_attention(ctx, NULL, NULL, NULL, 2, 7));
+    assert_int_equal(actc_last_status(), ACTC_ERR_INVALID);
+    assert_non_null(strstr(actc_last_error(), "ACTC_ATTN_FLASH"));
+    actc_clear_error();
     actc_ctx_free(ctx);
 }
 
@@ -153,6 +197,67 @@ static void test_recompute_toy_norm(void **state)
     norm_grads(ACTC_PLAN_RECOMPUTE, "bf16", gx1, gw1, &bf16);
     assert_int_equal(bf16, 96 * sizeof(uint16_t));
     assert_true(tu_max_abs_diff(gw0, gw1, 128) < 0.05);
+}
+
+/* ---- a block that takes its input: x + gelu(x W^T), the residual added in place ---- */
+
+static actc_tensor *residual_block(actc_ctx *ctx, actc_tensor *x, void *user)
+{
+    actc_tensor *h = actc_linear(ctx, x, user, NULL);
+    actc_tensor *g = h ? actc_gelu(ctx, h) : NULL;
+    actc_tensor_release(h);
+    actc_tensor *y = g ? actc_add_take(ctx, x, g) : NULL; /* takes x */
+    if (!g) actc_tensor_release(x);
+    actc_tensor_release(g);
+    return y;
+}
+
+/* Gradients of a and w after two blocks on x = 2a under a BLOCK plan;
+ * *stored: the store's bytes before backward. */
+static void block_grads(int plan, float *ga, float *gw, size_t *stored)
+{
+    actc_ctx *ctx = actc_ctx_new();
+    assert_int_equal(actc_ctx_set_region_plan(ctx, ACTC_REGION_BLOCK, plan), ACTC_OK);
+    const int as[2] = {4, 16}, ws[2] = {16, 16};
+    actc_tensor *a = tu_rand(2, as, 21, -1, 1, 1);
+    actc_tensor *w = actc_param_new(2, ws, "w");
+    tu_fill_uniform(w, 22, -0.3f, 0.3f);
+    actc_tensor *x = actc_add(ctx, a, a);
+    for (int b = 0; x && b < 2; b++) x = actc_region_take(ctx, ACTC_REGION_BLOCK, residual_block, w, x);
+    assert_non_null(x);
+    actc_tensor *loss = tu_wsum(ctx, x, 23);
+    actc_store_stats st;
+    actc_store_get_stats(ctx, &st);
+    *stored = st.stored_bytes;
+    assert_int_equal(actc_backward(ctx, loss), ACTC_OK);
+    memcpy(ga, a->grad->data, a->numel * sizeof *ga);
+    memcpy(gw, w->grad->data, w->numel * sizeof *gw);
+    actc_tensor *all[] = {loss, x, a, w};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) actc_tensor_release(all[i]);
+    actc_ctx_free(ctx);
+}
+
+/* actc_region_take: the block runs directly (taking x) or, planned
+ * RECOMPUTE, as a segment that keeps only its input; the same gradients to
+ * the bit either way, and a NULL input is refused. */
+static void test_region_take(void **state)
+{
+    (void)state;
+    float ga0[64], gw0[256], ga1[64], gw1[256];
+    size_t saved, recomputed;
+    block_grads(ACTC_PLAN_SAVE, ga0, gw0, &saved);
+    block_grads(ACTC_PLAN_RECOMPUTE, ga1, gw1, &recomputed);
+    assert_memory_equal(ga0, ga1, sizeof ga0);
+    assert_memory_equal(gw0, gw1, sizeof gw0);
+    /* Saved: per block the linear's input and the GELU's input (64 floats
+     * each); checkpointed: each block's input alone. */
+    assert_int_equal(saved, 2 * 2 * 64 * sizeof(float));
+    assert_int_equal(recomputed, 2 * 64 * sizeof(float));
+    actc_ctx *ctx = actc_ctx_new();
+    assert_null(actc_region_take(ctx, ACTC_REGION_BLOCK, residual_block, NULL, NULL));
+    assert_int_equal(actc_last_status(), ACTC_ERR_INVALID);
+    actc_clear_error();
+    actc_ctx_free(ctx);
 }
 
 /* ---- a two-input region: SiLU-and-multiply recomputed from its inputs -------------- */
@@ -738,6 +843,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_region_plans),
+        cmocka_unit_test(test_attention_follows_its_plan),
+        cmocka_unit_test(test_region_take),
         cmocka_unit_test(test_recompute_toy_norm),
         cmocka_unit_test(test_recompute_two_inputs),
         cmocka_unit_test(test_projection_transform),

@@ -118,8 +118,6 @@ void actc__store_free(actc_ctx *ctx);
 /* The k-th save of node as actc_load gives it (a new tensor, decoded or
  * sharing a save kept by reference), leaving it in the store. */
 actc_tensor *actc__store_peek(actc_ctx *ctx, actc_node *node, int k);
-/* actc_region_n for a one-input function (actc_region's NORM and ACT). */
-actc_tensor *actc__region_one(actc_ctx *ctx, actc_region_kind r, actc_segment_fn fn, void *user, actc_tensor *x);
 /* The recompute region (actc_region_n) whose output t is, if any. */
 actc_node *actc__region_producing(const actc_ctx *ctx, const actc_tensor *t);
 /* The output of recompute region node, rerun without a tape from its

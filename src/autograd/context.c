@@ -71,31 +71,6 @@ actc_status actc_ctx_set_region_plan(actc_ctx *ctx, actc_region_kind r, int plan
     return ACTC_OK;
 }
 
-actc_tensor *actc_region(actc_ctx *ctx, actc_region_kind r, actc_segment_fn fn, void *user, actc_tensor *x)
-{
-    if (!ctx || !fn || !x) {
-        actc_set_error(ACTC_ERR_INVALID, "actc_region: NULL context, function or input");
-        return NULL;
-    }
-    if (actc_ctx_plan_region(ctx, r) != ACTC_PLAN_RECOMPUTE) return fn(ctx, x, user);
-    if (r != ACTC_REGION_NORM && r != ACTC_REGION_ACT) return actc_segment(ctx, fn, user, x);
-    return actc__region_one(ctx, r, fn, user, x);
-}
-
-int actc_ctx_wants_segments(const actc_ctx *ctx)
-{
-    return actc_ctx_plan_region(ctx, ACTC_REGION_BLOCK) == ACTC_PLAN_RECOMPUTE;
-}
-
-int actc_ctx_attention(const actc_ctx *ctx, int model_default)
-{
-    switch (actc_ctx_plan_region(ctx, ACTC_REGION_ATTN)) {
-    case ACTC_PLAN_SAVE: return ACTC_ATTN_NAIVE;
-    case ACTC_PLAN_RECOMPUTE: return ACTC_ATTN_FLASH;
-    default: return model_default;
-    }
-}
-
 const char *actc_ctx_policy(const actc_ctx *ctx) { return ctx->policy ? ctx->policy->spec : "none"; }
 void actc_ctx_set_training(actc_ctx *ctx, int training) { ctx->training = training != 0; }
 int actc_ctx_training(const actc_ctx *ctx) { return ctx->training; }

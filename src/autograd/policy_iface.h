@@ -36,6 +36,29 @@ typedef struct {
 } actc_save_desc;
 
 typedef struct actc_policy actc_policy;
+
+/* Hooks of a policy that learns by measuring (GACT's Algorithm 1), driven
+ * by the controller (src/policy/gact_controller.c), which runs one
+ * reference pass and one pass per measured tensor on the same batch and
+ * step, then commits.  NULL for a policy with nothing to measure. */
+typedef struct {
+    /* Enter (on = 1) or leave the measuring passes' mode; perturb_key: the
+     * tensor whose rounding stream is re-keyed with salt (0: none). */
+    void (*mode)(actc_policy *p, int on, uint64_t perturb_key, uint64_t salt);
+    /* Keys of the tensors saved since mode(on): all counted, up to cap
+     * written. */
+    int (*keys)(const actc_policy *p, uint64_t *keys, int cap);
+    /* The variance one rounding adds per unit of sensitivity during the
+     * measuring passes: c_l = ||g_0 - g_l||^2 / 2 / unit_variance(p). */
+    double (*unit_variance)(const actc_policy *p);
+    /* Take the n sensitivities c[i] of keys[i] (called only once every pass
+     * succeeded) and re-plan from them. */
+    actc_status (*commit)(actc_policy *p, const uint64_t *keys, const double *c, int n);
+    /* The compression variance of the committed plan (the variance alert's
+     * V(b)). */
+    double (*variance)(const actc_policy *p);
+} actc_policy_measure;
+
 struct actc_policy {
     char spec[ACTC_POLICY_MAX];      /* canonical spec, e.g. "bf16"             */
     /* Choose the codec for an ACT save.  args->key is preset to a stream
@@ -66,6 +89,14 @@ struct actc_policy {
      * preset to ACTC_XFORM_NONE; a policy sets a transform the role
      * advertises, with its parameters (rank, key). */
     actc_status (*transform)(actc_policy *p, const actc_save_desc *d, actc_transform *out);
+    /* Measurement hooks (above); NULL unless the policy measures. */
+    const actc_policy_measure *measure;
+    /* The per-tensor state the policy learnt, for inspection (GACT's table:
+     * up to cap written, the count returned); may be NULL. */
+    int (*tensors)(const actc_policy *p, actc_saved_info *out, int cap);
+    /* The policy this one decorates (compact's codec policy: composition,
+     * actc__policy_decorate), which it owns; NULL for a plain policy. */
+    actc_policy *inner;
     void *state;
     /* Recompute plan of each kind of region: ACTC_PLAN_ANY (the model's
      * default, what actc__policy_new sets), _SAVE or _RECOMPUTE. */

@@ -7,7 +7,10 @@
  * being differentiated.
  *
  *  segment (actc_segment, GACT's checkpointed blocks): the function is a
- *    whole block; the rerun's saves go through the policy.
+ *    whole block; the rerun's saves go through the policy.  A model marks
+ *    its blocks with actc_region (or actc_region_take, for a block that
+ *    consumes its input: a residual added in place) and the plan of
+ *    ACTC_REGION_BLOCK decides; the model never asks which policy runs.
  *  region (actc_region_n, AGoQ's norm and activation rule): the function is
  *    cheap (a normalisation, a gated activation) and its output feeds layers
  *    that would save it.  A later ACT save of that output stores a reference
@@ -27,19 +30,22 @@ typedef struct {
     uint64_t key_counter; /* random keys drawn before the node: rewound on reruns */
     int region;           /* 1: an input-recompute region, 0: a segment */
     /* a one-input function and its argument (actc_segment, actc_region),
-     * called through fn = call_segment */
+     * called through fn = call_segment; seg_takes: it takes its input
+     * (actc_region_take), else it borrows it */
     actc_segment_fn seg_fn;
     void *seg_user;
+    int seg_takes;
 } rerun_state;
 
 static actc_status rerun_backward(actc_ctx *ctx, actc_node *node);
 
-/* A one-input function that borrows x, called as a region's (which owns it). */
+/* A one-input function that borrows x (or takes a reference of its own),
+ * called as a region's (which owns x). */
 static actc_tensor *call_segment(actc_ctx *ctx, int n, actc_tensor *const *x, void *user)
 {
     (void)n;
     const rerun_state *st = user;
-    actc_tensor *y = st->seg_fn(ctx, x[0], st->seg_user);
+    actc_tensor *y = st->seg_fn(ctx, st->seg_takes ? actc_tensor_retain(x[0]) : x[0], st->seg_user);
     actc_tensor_release(x[0]);
     return y;
 }
@@ -71,8 +77,7 @@ actc_node *actc__region_producing(const actc_ctx *ctx, const actc_tensor *t)
     for (int i = ctx->n_nodes - 1; i >= 0; i--) {
         const actc_node *node = ctx->nodes[i];
         if (node->output == t)
-            return node->backward == rerun_backward && ((const rerun_state *)node->user)->region ? ctx->nodes[i]
-                                                                                                : NULL;
+            return node->region_ ? ctx->nodes[i] : NULL;
     }
     return NULL;
 }
@@ -191,6 +196,7 @@ static actc_tensor *record(actc_ctx *ctx, rerun_state *st, const char *op, actc_
             own = NULL;
             actc__node_hold_params(node, used.t, used.n);
             used.t = NULL;
+            node->region_ = st->region;
             if (st->region) ctx->n_regions++;
             const actc_save_role r = {.role = role};
             for (int i = 0; y && i < n; i++) {
@@ -207,7 +213,9 @@ static actc_tensor *record(actc_ctx *ctx, rerun_state *st, const char *op, actc_
     return y;
 }
 
-actc_tensor *actc_segment(actc_ctx *ctx, actc_segment_fn fn, void *user, actc_tensor *x)
+/* A segment of fn on x (borrowed); takes: fn takes a reference of its own
+ * to x (actc_region_take's functions), else it borrows x. */
+static actc_tensor *segment(actc_ctx *ctx, actc_segment_fn fn, void *user, actc_tensor *x, int takes)
 {
     if (!ctx || !fn || !x || !x->data) {
         actc_set_error(ACTC_ERR_INVALID, "actc_segment: NULL context, function or input");
@@ -216,10 +224,16 @@ actc_tensor *actc_segment(actc_ctx *ctx, actc_segment_fn fn, void *user, actc_te
     /* Nothing to checkpoint: eval mode, inside another segment's first
      * forward, or an input without gradient (its parameters then record as
      * usual inside fn). */
-    if (!ctx->training || ctx->no_record || !x->requires_grad) return fn(ctx, x, user);
-    rerun_state st = {call_segment, NULL, 0, 0, fn, user};
+    if (!ctx->training || ctx->no_record || !x->requires_grad)
+        return fn(ctx, takes ? actc_tensor_retain(x) : x, user);
+    rerun_state st = {call_segment, NULL, 0, 0, fn, user, takes};
     /* The segment is recomputed from x: not linear in it. */
     return record(ctx, &st, "segment", ACTC_ROLE_SEGMENT_IN, 1, &x, 0);
+}
+
+actc_tensor *actc_segment(actc_ctx *ctx, actc_segment_fn fn, void *user, actc_tensor *x)
+{
+    return segment(ctx, fn, user, x, 0);
 }
 
 /* A region of kind r running st's function on x[0..n), whose references it
@@ -254,7 +268,7 @@ static actc_tensor *region(actc_ctx *ctx, actc_region_kind r, rerun_state *st, i
 actc_tensor *actc_region_n(actc_ctx *ctx, actc_region_kind r, actc_region_fn fn, void *user, int n,
                            actc_tensor *const *x)
 {
-    rerun_state st = {fn, user, 0, 1, NULL, NULL};
+    rerun_state st = {fn, user, 0, 1, NULL, NULL, 0};
     if (!fn) {
         actc_set_error(ACTC_ERR_INVALID, "actc_region_n: NULL function");
         for (int i = 0; x && i < n && i < ACTC_NODE_MAX_INPUTS; i++) actc_tensor_release(x[i]);
@@ -263,9 +277,42 @@ actc_tensor *actc_region_n(actc_ctx *ctx, actc_region_kind r, actc_region_fn fn,
     return region(ctx, r, &st, n, x);
 }
 
-actc_tensor *actc__region_one(actc_ctx *ctx, actc_region_kind r, actc_segment_fn fn, void *user, actc_tensor *x)
+/* A one-input region of kind NORM or ACT on x (borrowed), as segment. */
+static actc_tensor *region_one(actc_ctx *ctx, actc_region_kind r, actc_segment_fn fn, void *user, actc_tensor *x,
+                               int takes)
 {
-    rerun_state st = {call_segment, NULL, 0, 1, fn, user};
-    actc_tensor_retain(x); /* actc_region borrows x; the region takes a reference */
+    rerun_state st = {call_segment, NULL, 0, 1, fn, user, takes};
+    actc_tensor_retain(x); /* the caller keeps x; the region takes a reference */
     return region(ctx, r, &st, 1, &x);
+}
+
+/* fn on x (borrowed) as a region of kind r, the plan permitting. */
+static actc_tensor *planned(actc_ctx *ctx, actc_region_kind r, actc_segment_fn fn, void *user, actc_tensor *x,
+                            int takes)
+{
+    if (r != ACTC_REGION_NORM && r != ACTC_REGION_ACT) return segment(ctx, fn, user, x, takes);
+    return region_one(ctx, r, fn, user, x, takes);
+}
+
+actc_tensor *actc_region(actc_ctx *ctx, actc_region_kind r, actc_segment_fn fn, void *user, actc_tensor *x)
+{
+    if (!ctx || !fn || !x) {
+        actc_set_error(ACTC_ERR_INVALID, "actc_region: NULL context, function or input");
+        return NULL;
+    }
+    if (actc_ctx_plan_region(ctx, r) != ACTC_PLAN_RECOMPUTE) return fn(ctx, x, user);
+    return planned(ctx, r, fn, user, x, 0);
+}
+
+actc_tensor *actc_region_take(actc_ctx *ctx, actc_region_kind r, actc_segment_fn fn, void *user, actc_tensor *x)
+{
+    if (!ctx || !fn || !x) {
+        actc_set_error(ACTC_ERR_INVALID, "actc_region_take: NULL context, function or input");
+        actc_tensor_release(x);
+        return NULL;
+    }
+    if (actc_ctx_plan_region(ctx, r) != ACTC_PLAN_RECOMPUTE) return fn(ctx, x, user);
+    actc_tensor *y = planned(ctx, r, fn, user, x, 1);
+    actc_tensor_release(x);
+    return y;
 }

@@ -180,16 +180,21 @@ static void entry_free(actc_ctx *ctx, actc_store_entry *e)
     e->pending = 0;
 }
 
-static actc_status check_index(const actc_tensor *t, const actc_node *node)
+/* Checks an INDEX save and returns in *width the codec width that holds its
+ * largest value (the codec plans from the shape and the width alone). */
+static actc_status check_index(const actc_tensor *t, const actc_node *node, int *width)
 {
+    float mx = 0.0f;
     for (size_t i = 0; i < t->numel; i++) {
         float v = t->data[i];
+        mx = v > mx ? v : mx;
         if (!(v >= 0.0f) || v != floorf(v) || v >= 4294967296.0f)
             return actc_set_error(ACTC_ERR_INVALID,
                                   "operator %s saved an INDEX tensor with value %g at %zu "
                                   "(INDEX holds non-negative integers)",
                                   node->op, (double)v, i);
     }
+    *width = actc_index_width(mx);
     return ACTC_OK;
 }
 
@@ -227,13 +232,10 @@ actc_status actc_save_transform(actc_ctx *ctx, actc_node *node, const actc_tenso
     return save_entry(ctx, node, z, ACTC_SAVE_ACT, role, of);
 }
 
-/* Save t; its share of the fp32 reference is ref's (t itself, or the
- * tensor t is a transform of), counted once per ref. */
-static actc_status save_entry(actc_ctx *ctx, actc_node *node, const actc_tensor *t, actc_save_kind kind,
-                              const actc_save_role *role, const actc_tensor *ref)
+/* Checks a save's arguments before anything is planned. */
+static actc_status check_save(const actc_node *node, const actc_tensor *t, actc_save_kind kind,
+                              const actc_save_role *role)
 {
-    static const actc_save_role undeclared = {.role = ACTC_ROLE_UNKNOWN};
-    if (!role) role = &undeclared;
     if ((unsigned)role->role >= ACTC_ROLE_NROLES)
         return actc_set_error(ACTC_ERR_INVALID, "operator %s: unknown save role %d", node ? node->op : "?",
                               (int)role->role);
@@ -245,49 +247,142 @@ static actc_status save_entry(actc_ctx *ctx, actc_node *node, const actc_tensor 
     if (node->n_slots_ >= ACTC_NODE_MAX_SAVES)
         return actc_set_error(ACTC_ERR_INVALID, "operator %s saves more than %d tensors", node->op,
                               ACTC_NODE_MAX_SAVES);
-    ctx->st.n_saves++;
-    int k = node->n_slots_;
+    return ACTC_OK;
+}
 
-    /* De-duplication: the same tensor saved again with the same kind, and
-     * not written in place since (then the values differ). */
-    const uint32_t version = data_owner(t)->version_;
+/* De-duplication: the same tensor saved again with the same kind, and not
+ * written in place since (then the values differ), becomes one more use of
+ * the entry that holds it.  1 if it did. */
+static int reuse_entry(actc_ctx *ctx, actc_node *node, const actc_tensor *t, actc_save_kind kind, uint32_t version)
+{
     for (int i = ctx->n_entries - 1; i >= 0; i--) {
         actc_store_entry *e = &ctx->entries[i];
         if (e->pending > 0 && e->tensor_id == t->id && e->kind == kind && e->version == version) {
             e->pending++;
             node->slots_[node->n_slots_++] = i;
             ctx->st.n_dedup++;
-            return ACTC_OK;
+            return 1;
         }
     }
+    return 0;
+}
+
+/* What the store does with one save: a codec with its arguments, or a
+ * reference to the recompute region that produced the tensor. */
+typedef struct {
+    const actc_codec *codec; /* NULL for a region reference */
+    actc_codec_args args;
+    actc_node *region;
+    uint64_t stable_key;
+} save_plan;
+
+static actc_status plan_save(actc_ctx *ctx, actc_node *node, const actc_tensor *t, actc_save_kind kind,
+                             const actc_save_role *role, const actc_tensor *ref, save_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    actc_codec_args *args = &p->args;
     if (kind == ACTC_SAVE_INDEX) {
-        actc_status s = check_index(t, node);
+        actc_status s = check_index(t, node, &args->width);
         if (s != ACTC_OK) return s;
     }
-
-    actc_codec_args args;
-    memset(&args, 0, sizeof args);
-    args.ndim = t->ndim;
-    memcpy(args.shape, t->shape, sizeof args.shape);
+    args->ndim = t->ndim;
+    memcpy(args->shape, t->shape, sizeof args->shape);
+    const int k = node->n_slots_;
     actc_save_desc d = {node->op, node->scope_, k, node->index_, stable_key(ctx, node, k, 1), kind, role, t,
                         ctx->step, node, 0, ctx->seed};
-    args.key = actc_rng_key(ctx->seed ^ 0x53544F5245ULL, actc__stream_step(ctx), d.stable_key);
-    const actc_codec *codec = NULL;
+    p->stable_key = d.stable_key;
+    args->key = actc_rng_key(ctx->seed ^ 0x53544F5245ULL, actc__stream_step(ctx), d.stable_key);
     /* The output of a recompute region is kept as a reference to it: a load
      * reruns the region from its own saves (recompute.c). */
-    actc_node *region = kind == ACTC_SAVE_ACT && ref == t ? actc__region_producing(ctx, t) : NULL;
+    p->region = kind == ACTC_SAVE_ACT && ref == t ? actc__region_producing(ctx, t) : NULL;
     switch (kind) {
-    case ACTC_SAVE_MASK: codec = &actc_codec_mask1; break;
-    case ACTC_SAVE_INDEX: codec = &actc_codec_index; break;
-    case ACTC_SAVE_EXACT: codec = &actc_codec_fp32; break;
+    case ACTC_SAVE_MASK: p->codec = &actc_codec_mask1; return ACTC_OK;
+    case ACTC_SAVE_INDEX: p->codec = &actc_codec_index; return ACTC_OK;
+    case ACTC_SAVE_EXACT: p->codec = &actc_codec_fp32; return ACTC_OK;
     default:
-        if (!ctx->policy || ctx->exact_saves || region) {
-            codec = &actc_codec_fp32;
-        } else {
-            actc_status s = ctx->policy->choose(ctx->policy, &d, &codec, &args);
-            if (s != ACTC_OK) return s;
+        if (p->region) return ACTC_OK;
+        if (!ctx->policy || ctx->exact_saves) {
+            p->codec = &actc_codec_fp32;
+            return ACTC_OK;
         }
+        return ctx->policy->choose(ctx->policy, &d, &p->codec, args);
     }
+}
+
+/* Carries out the plan into e: a region reference, a count (a counting
+ * context), a reference to t (an fp32 save of a non-parameter), or an
+ * encoded payload. */
+static actc_status entry_fill(actc_ctx *ctx, actc_store_entry *e, const actc_node *node, const actc_tensor *t,
+                              save_plan *p)
+{
+    /* A parameter is copied: its bytes are PARAM's for the whole run (moving
+     * them to CONTEXT while saved would misreport both), the optimizer
+     * writes it in place every step, and what operators save of one (a
+     * norm's gamma that is not read in place) is a vector, cheap to copy. */
+    const int by_ref = p->codec == &actc_codec_fp32 && !t->is_param && !ctx->fp32_copies;
+    if (p->region) {
+        e->recompute = p->region;
+        return ACTC_OK;
+    }
+    e->bytes = p->codec->plan(&p->args, t->numel);
+    if (ctx->counting) return ACTC_OK; /* measured, neither encoded nor held */
+    if (by_ref) {
+        entry_hold(e, t); /* the copy's size: the same stored_bytes */
+        return ACTC_OK;
+    }
+    e->blob = actc_mem_alloc(ACTC_MEM_CONTEXT, e->bytes);
+    if (!e->blob) {
+        char shp[64], why[512];
+        snprintf(why, sizeof why, "%s", actc_last_error()); /* not the buffer being written */
+        return actc_set_error(ACTC_ERR_OOM, "%s (saving %s %s for backward)", why, node->op,
+                              actc_shape_str(t, shp, sizeof shp));
+    }
+    const double t0 = actc__now();
+    p->codec->encode(&p->args, t->data, t->numel, e->blob);
+    ctx->st.encode_s += actc__now() - t0;
+    return ACTC_OK;
+}
+
+/* The fp32 reference counts each tensor once.  If another kind of save of
+ * this tensor already holds its share, an ACT save takes the share over,
+ * so the per-kind table shows real activations under ACT (a ReLU output
+ * saved as MASK and then as the next convolution's input is an ACT). */
+static void entry_account(actc_ctx *ctx, actc_store_entry *e, const actc_tensor *ref)
+{
+    actc_store_entry *holder = NULL;
+    for (int i = 0; i < ctx->n_entries; i++) {
+        actc_store_entry *o = &ctx->entries[i];
+        if (o->pending > 0 && o->ref_id == ref->id && o->fp32_bytes) holder = o;
+    }
+    e->fp32_bytes = holder ? 0 : ref->numel * sizeof(float);
+    if (holder && e->kind == ACTC_SAVE_ACT) {
+        ctx->cur_fp32_by_kind[holder->kind] -= holder->fp32_bytes;
+        e->fp32_bytes = holder->fp32_bytes;
+        ctx->st.fp32_bytes -= holder->fp32_bytes;
+        holder->fp32_bytes = 0;
+    }
+    ctx->st.stored_bytes += e->bytes;
+    ctx->st.fp32_bytes += e->fp32_bytes;
+    ctx->cur_by_kind[e->kind] += e->bytes;
+    ctx->cur_fp32_by_kind[e->kind] += e->fp32_bytes;
+    note_peak(ctx);
+}
+
+/* Save t; its share of the fp32 reference is ref's (t itself, or the
+ * tensor t is a transform of), counted once per ref.  The policy answers
+ * once (plan_save), the store carries the answer out (entry_fill). */
+static actc_status save_entry(actc_ctx *ctx, actc_node *node, const actc_tensor *t, actc_save_kind kind,
+                              const actc_save_role *role, const actc_tensor *ref)
+{
+    static const actc_save_role undeclared = {.role = ACTC_ROLE_UNKNOWN};
+    if (!role) role = &undeclared;
+    actc_status s = check_save(node, t, kind, role);
+    if (s != ACTC_OK) return s;
+    ctx->st.n_saves++;
+    const uint32_t version = data_owner(t)->version_;
+    if (reuse_entry(ctx, node, t, kind, version)) return ACTC_OK;
+    save_plan p;
+    if ((s = plan_save(ctx, node, t, kind, role, ref, &p)) != ACTC_OK) return s;
 
     if (ctx->n_entries == ctx->cap_entries) {
         int cap = ctx->cap_entries ? 2 * ctx->cap_entries : 256;
@@ -298,68 +393,22 @@ static actc_status save_entry(actc_ctx *ctx, actc_node *node, const actc_tensor 
     }
     actc_store_entry *e = &ctx->entries[ctx->n_entries];
     memset(e, 0, sizeof *e);
-    /* A parameter is copied: its bytes are PARAM's for the whole run (moving
-     * them to CONTEXT while saved would misreport both), the optimizer
-     * writes it in place every step, and what operators save of one (a
-     * norm's gamma that is not read in place) is a vector, cheap to copy. */
-    const int by_ref = codec == &actc_codec_fp32 && !t->is_param && !ctx->fp32_copies;
-    if (region) {
-        e->recompute = region;
-    } else if (ctx->counting) {
-        e->bytes = codec->plan(&args, t->data, t->numel); /* measured, neither encoded nor held */
-    } else if (by_ref) {
-        e->bytes = codec->plan(&args, t->data, t->numel); /* the copy's size: the same stored_bytes */
-        entry_hold(e, t);
-    } else {
-        e->bytes = codec->plan(&args, t->data, t->numel);
-        e->blob = actc_mem_alloc(ACTC_MEM_CONTEXT, e->bytes);
-        if (!e->blob) {
-            char shp[64], why[512];
-            snprintf(why, sizeof why, "%s", actc_last_error()); /* not the buffer being written */
-            return actc_set_error(ACTC_ERR_OOM, "%s (saving %s %s for backward)", why, node->op,
-                                  actc_shape_str(t, shp, sizeof shp));
-        }
-        const double t0 = actc__now();
-        codec->encode(&args, t->data, t->numel, e->blob);
-        ctx->st.encode_s += actc__now() - t0;
-    }
+    if ((s = entry_fill(ctx, e, node, t, &p)) != ACTC_OK) return s;
     e->version = version;
     e->tensor_id = t->id;
     e->ref_id = ref->id;
     e->saver = node;
     e->role = role->role;
-    e->stable_key = d.stable_key;
+    e->stable_key = p.stable_key;
     e->kind = kind;
-    e->codec = region ? NULL : codec;
-    e->args = args;
+    e->codec = p.codec;
+    e->args = p.args;
     e->numel = t->numel;
     e->ndim = t->ndim;
     memcpy(e->shape, t->shape, sizeof e->shape);
     e->pending = 1;
-
-    /* The fp32 reference counts each tensor once.  If another kind of save of
-     * this tensor already holds its share, an ACT save takes the share over,
-     * so the per-kind table shows real activations under ACT (a ReLU output
-     * saved as MASK and then as the next convolution's input is an ACT). */
-    actc_store_entry *holder = NULL;
-    for (int i = 0; i < ctx->n_entries; i++) {
-        actc_store_entry *o = &ctx->entries[i];
-        if (o->pending > 0 && o->ref_id == ref->id && o->fp32_bytes) holder = o;
-    }
-    e->fp32_bytes = holder ? 0 : ref->numel * sizeof(float);
-    if (holder && kind == ACTC_SAVE_ACT) {
-        ctx->cur_fp32_by_kind[holder->kind] -= holder->fp32_bytes;
-        e->fp32_bytes = holder->fp32_bytes;
-        ctx->st.fp32_bytes -= holder->fp32_bytes;
-        holder->fp32_bytes = 0;
-    }
-
+    entry_account(ctx, e, ref);
     node->slots_[node->n_slots_++] = ctx->n_entries++;
-    ctx->st.stored_bytes += e->bytes;
-    ctx->st.fp32_bytes += e->fp32_bytes;
-    ctx->cur_by_kind[kind] += e->bytes;
-    ctx->cur_fp32_by_kind[kind] += e->fp32_bytes;
-    note_peak(ctx);
     return ACTC_OK;
 }
 
@@ -511,17 +560,12 @@ actc_status actc_load_rows(actc_ctx *ctx, actc_node *node, int k, int row0, int 
         return s;
     }
     const double t0 = actc__now();
-    if (e->codec->decode_rows && e->ndim > 0) {
+    /* A scalar's one row is the whole tensor. */
+    if (e->ndim > 0)
         e->codec->decode_rows(&e->args, e->blob, e->numel, (size_t)row0, (size_t)nrows, dst);
-        ctx->st.decode_s += actc__now() - t0;
-        return ACTC_OK;
-    }
-    float *all = actc_mem_alloc(ACTC_MEM_SCRATCH, e->numel * sizeof(float));
-    if (!all) return actc_last_status();
-    e->codec->decode(&e->args, e->blob, e->numel, all);
+    else
+        e->codec->decode(&e->args, e->blob, e->numel, dst);
     ctx->st.decode_s += actc__now() - t0;
-    memcpy(dst, all + (size_t)row0 * d, (size_t)nrows * d * sizeof(float));
-    actc_mem_free(all);
     return ACTC_OK;
 }
 

@@ -2,7 +2,7 @@
  * A node references its input and output tensors' structs (for gradient
  * routing) but not their data: what backward needs lives in the store. */
 #include "autograd.h"
-#include "gradient.h"
+#include "../grad/grad.h"
 #include "../core/core.h"
 #include <math.h>
 #include <stdio.h>
@@ -136,7 +136,7 @@ static actc_status release_uses(actc_ctx *ctx, actc_node *node, int fire)
         actc_tensor *t = i < node->n_inputs ? node->inputs[i] : node->held_[i - node->n_inputs];
         if (!t || !t->is_param || t->grad_uses_ <= 0) continue;
         if (--t->grad_uses_ == 0 && fire && s == ACTC_OK) {
-            s = actc__grad_complete(ctx, t); /* into its form: dense, low-rank or encoded */
+            s = actc__grad_complete(t, ctx->seed, actc__stream_step(ctx)); /* into its form */
             if (s == ACTC_OK && ctx->on_grad) s = ctx->on_grad(ctx, t, ctx->on_grad_user);
         }
     }

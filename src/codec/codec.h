@@ -10,7 +10,7 @@
 typedef struct {
     int bits;               /* quantizer width (codecs that use it)           */
     int group;              /* elements per quantization group                */
-    int width;              /* INDEX: bytes per element, set by plan          */
+    int width;              /* INDEX: bytes per element, the caller's         */
     int ndim;               /* shape of the original tensor (some codecs pool */
     int shape[ACTC_MAX_DIMS]; /*  or group along axes)                        */
     uint64_t key;           /* random stream for stochastic rounding          */
@@ -25,14 +25,15 @@ typedef struct {
 
 typedef struct actc_codec {
     const char *name;
-    /* Exact byte count of encode's output for n elements of x. */
-    size_t (*plan)(actc_codec_args *a, const float *x, size_t n);
+    /* Exact byte count of encode's output for n elements: from the args
+     * and n alone, never the data (INDEX's width is the caller's). */
+    size_t (*plan)(actc_codec_args *a, size_t n);
     void (*encode)(const actc_codec_args *a, const float *x, size_t n, void *dst);
     void (*decode)(const actc_codec_args *a, const void *src, size_t n, float *dst);
-    /* Optional: decode only rows [row0, row0 + nrows) of the first axis
+    /* Decode only rows [row0, row0 + nrows) of the first axis
      * (args->shape[0] rows of n / shape[0] elements), so an operator can
-     * walk a saved tensor a chunk of samples at a time.  NULL: the store
-     * decodes the whole tensor and copies the rows. */
+     * walk a saved tensor a chunk of samples at a time.  Every codec has
+     * one: a caller never needs scratch for the whole tensor. */
     void (*decode_rows)(const actc_codec_args *a, const void *src, size_t n, size_t row0, size_t nrows,
                         float *dst);
 } actc_codec;
@@ -41,6 +42,8 @@ extern const actc_codec actc_codec_fp32;  /* lossless copy                    */
 extern const actc_codec actc_codec_bf16;  /* round-to-nearest-even bfloat16   */
 extern const actc_codec actc_codec_mask1; /* 1 bit per element: x > 0         */
 extern const actc_codec actc_codec_index; /* uint8/16/32 integers, lossless   */
+/* The INDEX width (bytes) that holds indices up to max_value: 1, 2 or 4. */
+int actc_index_width(double max_value);
 /* ActNN's per-group stochastic quantizer (codec_quant.c).  Samples are the
  * first axis (a 1-D tensor is one sample); each sample's flattened elements
  * are cut into groups of args->group (0 means ACTC_QUANT_GROUP), the last one
@@ -104,6 +107,32 @@ void actc_dyn8_encode(const float *x, size_t n, int block, void *dst);
 void actc_dyn8_decode(const void *src, size_t n, int block, float *dst);
 void actc_dyn8_decode_add(const void *src, size_t n, int block, float *acc);
 const float *actc_dyn8_map(void);
+
+/* ---- Codec specs (codec_spec.c) ---- */
+/* spec -> the codec and its arguments for a tensor of ndim dims (the grammar
+ * is actc.h's, at actc_codec_plan_make), its canonical spelling in canon.
+ * NULL on success, else why the spec is bad. */
+const char *actc__codec_parse(const char *spec, int ndim, const actc_codec **codec, actc_codec_args *a, char *canon,
+                              size_t cap);
+/* The options after "quant:" (B[,group=G|,per-tensor]), shared with the
+ * quant:B policy; canon is the whole spec ("quant:2,group=64"). */
+typedef struct {
+    int bits, group, per_tensor;
+} actc_quant_opts;
+const char *actc__quant_parse(const char *opts, actc_quant_opts *o, char *canon, size_t cap);
+/* The options after "division:" (b=B, q=Q, lfc-only|hfc-only,
+ * seq=tokens|features; "" for the defaults), shared with the division
+ * policy; canon is the whole spec ("division:b=8,q=2"). */
+typedef struct {
+    int block, bits, mode, tokens;
+} actc_division_opts;
+#define ACTC_DIVISION_BLOCK 8
+#define ACTC_DIVISION_BITS 2
+#define ACTC_DIVISION_TOKENS 1 /* default pooling of [B,T,D]: bench/RESULTS.md */
+const char *actc__division_parse(const char *opts, actc_division_opts *o, char *canon, size_t cap);
+/* The codec's arguments for a tensor of ndim dims: which axes form the map
+ * follows the rank (policy_division.c's table). */
+void actc__division_args(const actc_division_opts *o, int ndim, actc_codec_args *a);
 
 /* Per-sample sum over groups of the squared group range (max - min), with
  * the quantizer's grouping: ActNN's ||R_n||^2 for the sensitivity of sample n.

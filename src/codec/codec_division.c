@@ -521,9 +521,8 @@ static void decode_planes(const dview *v, const dsections *sec, size_t p0, size_
     for (size_t p = p0; p < p1; p++) decode_span(v, sec, p, 0, v->M, dst + (plane_base(v, p) - off));
 }
 
-static size_t division_plan(actc_codec_args *a, const float *x, size_t n)
+static size_t division_plan(actc_codec_args *a, size_t n)
 {
-    (void)x;
     const dview v = view_of(a, n);
     /* What decode must see again, resolved. */
     a->bits = v.q;

@@ -273,9 +273,8 @@ void actc_dyn8_decode_add(const void *src, size_t n, int block, float *acc)
 /* The codec                                                                 */
 /* ------------------------------------------------------------------------ */
 
-static size_t dyn8_plan(actc_codec_args *a, const float *x, size_t n)
+static size_t dyn8_plan(actc_codec_args *a, size_t n)
 {
-    (void)x;
     a->group = (int)view_of(n, a->group).B;
     return actc_dyn8_bytes(n, a->group);
 }

@@ -28,9 +28,9 @@ void actc_mask_unpack(const uint8_t *bits, size_t n, float *dst)
     for (size_t i = 8 * full; i < n; i++) dst[i] = (float)((bits[i >> 3] >> (i & 7)) & 1);
 }
 
-static size_t mask_plan(actc_codec_args *a, const float *x, size_t n)
+static size_t mask_plan(actc_codec_args *a, size_t n)
 {
-    (void)a; (void)x;
+    (void)a;
     return (n + 7) / 8;
 }
 static void mask_encode(const actc_codec_args *a, const float *x, size_t n, void *dst)

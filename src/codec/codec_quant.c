@@ -184,9 +184,8 @@ static void row_span(const actc_codec_args *a, size_t n, size_t row0, size_t nro
 /* actc_codec_quant                                                          */
 /* ------------------------------------------------------------------------ */
 
-static size_t quant_plan(actc_codec_args *a, const float *x, size_t n)
+static size_t quant_plan(actc_codec_args *a, size_t n)
 {
-    (void)x;
     a->group = (int)group_size(a->group);
     a->bits = actc__quant_clamp_bits(a->bits);
     a->iparam[0] = a->sample_bits != NULL;
@@ -272,9 +271,8 @@ const actc_codec actc_codec_quant = {"quant", quant_plan, quant_encode, quant_de
 /* actc_codec_quant_tensor                                                   */
 /* ------------------------------------------------------------------------ */
 
-static size_t quant_tensor_plan(actc_codec_args *a, const float *x, size_t n)
+static size_t quant_tensor_plan(actc_codec_args *a, size_t n)
 {
-    (void)x;
     a->bits = actc__quant_clamp_bits(a->bits);
     return n ? ACTC_QUANT_META + actc__quant_run_bytes(n, a->bits) : 0;
 }

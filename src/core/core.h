@@ -76,8 +76,8 @@ void actc__sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *
                  float beta, float *C, int ldc);
 /* The processor, read once per process (cpu.c). */
 const actc_cpu_info *actc__cpu(void);
-/* A parameter's gradient in a form other than dense (src/autograd/
- * gradient.c) starts with this header: a tensor owns its gradient in every
+/* A parameter's gradient in a form other than dense (src/grad/form.c)
+ * starts with this header: a tensor owns its gradient in every
  * form, and core clears or frees it through release (destroy 0: drop the
  * gradient held, keep the chosen form; 1: free it all) without knowing the
  * forms, which live in a layer above. */

@@ -186,6 +186,92 @@ static int mul_u64(uint64_t a, uint64_t b, uint64_t *p)
     return 1;
 }
 
+/* The header's fields. */
+typedef struct {
+    int32_t n, nf, nc;
+    int64_t m;
+} graph_header;
+
+/* Reads and checks the header of f (size bytes in all), adding it to *crc. */
+static actc_status read_header(FILE *f, const char *path, uint64_t size, graph_header *h, uLong *crc)
+{
+    uint8_t hdr[GRAPH_HEADER] = {0};
+    const size_t got = fread(hdr, 1, GRAPH_HEADER, f);
+    if (got < 8 || memcmp(hdr, GRAPH_MAGIC, 8) != 0)
+        return got < 8 && memcmp(hdr, GRAPH_MAGIC, got) == 0
+                   ? actc_set_error(ACTC_ERR_FORMAT, "%s is truncated: %zu bytes, too short for a graph file's magic",
+                                    path, got)
+                   : actc_set_error(ACTC_ERR_FORMAT, "%s is not a graph file: bad magic (expected \"ACTCGRPH\")", path);
+    if (got < GRAPH_HEADER)
+        return actc_set_error(ACTC_ERR_FORMAT, "%s is truncated: %zu bytes, shorter than the %u-byte header", path, got,
+                              GRAPH_HEADER);
+    *crc = crc32(*crc, hdr, GRAPH_HEADER);
+    const uint32_t version = actc__get_u32(hdr + 8);
+    const int32_t n = (int32_t)actc__get_u32(hdr + 12), nf = (int32_t)actc__get_u32(hdr + 16),
+                  nc = (int32_t)actc__get_u32(hdr + 20);
+    const int64_t m = (int64_t)actc__get_u64(hdr + 24);
+    *h = (graph_header){n, nf, nc, m};
+    if (version != GRAPH_VERSION)
+        return actc_set_error(ACTC_ERR_FORMAT, "%s is a graph file of unknown version %u (this library reads version %u)",
+                              path, (unsigned)version, GRAPH_VERSION);
+    if (n < 1 || nf < 1 || nc < 1 || nc > n || m < 0)
+        return actc_set_error(ACTC_ERR_FORMAT,
+                              "%s: bad header: %d nodes, %d features, %d classes, %lld edges (%s)", path, (int)n,
+                              (int)nf, (int)nc, (long long)m,
+                              n == 0 ? "an empty graph: need at least 1 node" : n < 0 ? "negative node count"
+                              : nf < 1 ? "need at least 1 feature" : nc < 1 ? "need at least 1 class"
+                              : nc > n ? "more classes than nodes" : "negative edge count");
+    /* The size the header declares, overflow-safe, against the file's. */
+    uint64_t need = GRAPH_HEADER + 4, t;
+    int ok = mul_u64((uint64_t)n, (uint64_t)nf, &t) && mul_u64(t, 4, &t) && add_u64(need, t, &need) &&
+             add_u64(need, 5 * (uint64_t)n, &need) && mul_u64((uint64_t)m, 8, &t) && add_u64(need, t, &need);
+    if (ok && need > size)
+        return actc_set_error(ACTC_ERR_FORMAT,
+                              "%s is truncated or its arrays do not match its header: the header (%d nodes, %d "
+                              "features, %lld edges) declares %llu bytes but the file holds %llu (label count "
+                              "mismatch?)",
+                              path, (int)n, (int)nf, (long long)m, (unsigned long long)need, (unsigned long long)size);
+    if (ok && need < size)
+        return actc_set_error(ACTC_ERR_FORMAT,
+                              "%s has %llu trailing bytes after the %llu its header declares (%d nodes, %d features, "
+                              "%lld edges): a wrong or concatenated file, or a label count mismatch",
+                              path, (unsigned long long)(size - need), (unsigned long long)need, (int)n, (int)nf,
+                              (long long)m);
+    if (!ok)
+        return actc_set_error(ACTC_ERR_FORMAT,
+                              "%s: its header (%d nodes, %d features, %lld edges) declares more bytes than any file "
+                              "holds (this one has %llu): truncated or corrupt",
+                              path, (int)n, (int)nf, (long long)m, (unsigned long long)size);
+    if ((uint64_t)m > SIZE_MAX / 8)
+        return actc_set_error(ACTC_ERR_FORMAT, "%s: %lld edges are too many for this machine", path, (long long)m);
+    return ACTC_OK;
+}
+
+/* Reads the arrays after the header into g (edges into src, dst) and checks
+ * the CRC-32 that ends the file. */
+static actc_status read_body(FILE *f, const char *path, const graph_header *h, actc_graph *g, int32_t *src,
+                             int32_t *dst, uLong crc)
+{
+    actc_status s;
+    if ((s = r_words(f, path, g->x->data, g->x->numel, 4, &crc, "the features")) != ACTC_OK ||
+        (s = r_words(f, path, g->y, (size_t)h->n, 4, &crc, "the labels")) != ACTC_OK ||
+        (s = r_words(f, path, g->split, (size_t)h->n, 1, &crc, "the split")) != ACTC_OK ||
+        (s = r_words(f, path, src, (size_t)h->m, 4, &crc, "the edge sources")) != ACTC_OK ||
+        (s = r_words(f, path, dst, (size_t)h->m, 4, &crc, "the edge targets")) != ACTC_OK)
+        return s;
+    uint8_t tail[5];
+    const size_t tn = fread(tail, 1, sizeof tail, f);
+    if (tn != 4)
+        return ferror(f) ? actc_set_error(ACTC_ERR_IO, "cannot read the graph file %s: %s", path, strerror(errno))
+               : tn < 4  ? actc_set_error(ACTC_ERR_FORMAT, "%s is truncated: its CRC-32 is missing", path)
+                         : actc_set_error(ACTC_ERR_FORMAT, "%s has trailing bytes after its CRC-32 (it grew while read)",
+                                          path);
+    if (actc__get_u32(tail) != (uint32_t)crc)
+        return actc_set_error(ACTC_ERR_FORMAT, "%s is corrupt: CRC-32 mismatch (stored %08x, computed %08x)", path,
+                              (unsigned)actc__get_u32(tail), (unsigned)crc);
+    return ACTC_OK;
+}
+
 actc_status actc_graph_load(const char *path, actc_graph **out)
 {
     if (!out) return actc_set_error(ACTC_ERR_INVALID, "actc_graph_load: out is NULL");
@@ -203,105 +289,22 @@ actc_status actc_graph_load(const char *path, actc_graph **out)
     if (!f) return actc_set_error(ACTC_ERR_IO, "cannot open the graph file %s: %s", path, strerror(errno));
     actc_graph *g = NULL;
     int32_t *src = NULL, *dst = NULL;
-    actc_status s = ACTC_OK;
-    const uint64_t size = (uint64_t)st.st_size;
-    uint8_t hdr[GRAPH_HEADER] = {0};
+    graph_header h = {0, 0, 0, 0};
     uLong crc = crc32(0L, Z_NULL, 0);
-    const size_t got = fread(hdr, 1, GRAPH_HEADER, f);
-    if (got < 8 || memcmp(hdr, GRAPH_MAGIC, 8) != 0) {
-        s = got < 8 && memcmp(hdr, GRAPH_MAGIC, got) == 0
-                ? actc_set_error(ACTC_ERR_FORMAT, "%s is truncated: %zu bytes, too short for a graph file's magic", path, got)
-                : actc_set_error(ACTC_ERR_FORMAT, "%s is not a graph file: bad magic (expected \"ACTCGRPH\")", path);
-        goto done;
+    actc_status s = read_header(f, path, (uint64_t)st.st_size, &h, &crc);
+    if (s == ACTC_OK) s = actc__graph_alloc(h.n, h.nf, h.nc, &g);
+    if (s == ACTC_OK) {
+        src = malloc((size_t)(h.m ? h.m : 1) * sizeof *src);
+        dst = malloc((size_t)(h.m ? h.m : 1) * sizeof *dst);
+        if (!src || !dst) s = actc_set_error(ACTC_ERR_OOM, "out of memory for the %lld edges of %s", (long long)h.m, path);
     }
-    if (got < GRAPH_HEADER) {
-        s = actc_set_error(ACTC_ERR_FORMAT, "%s is truncated: %zu bytes, shorter than the %u-byte header", path, got,
-                           GRAPH_HEADER);
-        goto done;
+    if (s == ACTC_OK) s = read_body(f, path, &h, g, src, dst, crc);
+    if (s == ACTC_OK && (s = actc__graph_finish(g, h.m, src, dst)) == ACTC_ERR_INVALID) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", actc_last_error());
+        s = actc_set_error(ACTC_ERR_FORMAT, "%s: %s", path, msg);
     }
-    crc = crc32(crc, hdr, GRAPH_HEADER);
-    const uint32_t version = actc__get_u32(hdr + 8);
-    const int32_t n = (int32_t)actc__get_u32(hdr + 12), nf = (int32_t)actc__get_u32(hdr + 16),
-                  nc = (int32_t)actc__get_u32(hdr + 20);
-    const int64_t m = (int64_t)actc__get_u64(hdr + 24);
-    if (version != GRAPH_VERSION) {
-        s = actc_set_error(ACTC_ERR_FORMAT, "%s is a graph file of unknown version %u (this library reads version %u)",
-                           path, (unsigned)version, GRAPH_VERSION);
-        goto done;
-    }
-    if (n < 1 || nf < 1 || nc < 1 || nc > n || m < 0) {
-        s = actc_set_error(ACTC_ERR_FORMAT,
-                           "%s: bad header: %d nodes, %d features, %d classes, %lld edges (%s)", path, (int)n, (int)nf,
-                           (int)nc, (long long)m,
-                           n == 0 ? "an empty graph: need at least 1 node" : n < 0 ? "negative node count"
-                           : nf < 1 ? "need at least 1 feature" : nc < 1 ? "need at least 1 class"
-                           : nc > n ? "more classes than nodes" : "negative edge count");
-        goto done;
-    }
-    /* The size the header declares, overflow-safe, against the file's. */
-    uint64_t need = GRAPH_HEADER + 4, t;
-    int ok = mul_u64((uint64_t)n, (uint64_t)nf, &t) && mul_u64(t, 4, &t) && add_u64(need, t, &need) &&
-             add_u64(need, 5 * (uint64_t)n, &need) && mul_u64((uint64_t)m, 8, &t) && add_u64(need, t, &need);
-    if (!ok || need != size) {
-        if (ok && need > size)
-            s = actc_set_error(ACTC_ERR_FORMAT,
-                               "%s is truncated or its arrays do not match its header: the header (%d nodes, %d "
-                               "features, %lld edges) declares %llu bytes but the file holds %llu (label count "
-                               "mismatch?)",
-                               path, (int)n, (int)nf, (long long)m, (unsigned long long)need, (unsigned long long)size);
-        else if (ok)
-            s = actc_set_error(ACTC_ERR_FORMAT,
-                               "%s has %llu trailing bytes after the %llu its header declares (%d nodes, %d features, "
-                               "%lld edges): a wrong or concatenated file, or a label count mismatch",
-                               path, (unsigned long long)(size - need), (unsigned long long)need, (int)n, (int)nf,
-                               (long long)m);
-        else
-            s = actc_set_error(ACTC_ERR_FORMAT,
-                               "%s: its header (%d nodes, %d features, %lld edges) declares more bytes than any file "
-                               "holds (this one has %llu): truncated or corrupt",
-                               path, (int)n, (int)nf, (long long)m, (unsigned long long)size);
-        goto done;
-    }
-    if ((uint64_t)m > SIZE_MAX / 8) {
-        s = actc_set_error(ACTC_ERR_FORMAT, "%s: %lld edges are too many for this machine", path, (long long)m);
-        goto done;
-    }
-    if ((s = actc__graph_alloc(n, nf, nc, &g)) != ACTC_OK) goto done;
-    src = malloc((size_t)(m ? m : 1) * sizeof *src);
-    dst = malloc((size_t)(m ? m : 1) * sizeof *dst);
-    if (!src || !dst) {
-        s = actc_set_error(ACTC_ERR_OOM, "out of memory for the %lld edges of %s", (long long)m, path);
-        goto done;
-    }
-    if ((s = r_words(f, path, g->x->data, g->x->numel, 4, &crc, "the features")) != ACTC_OK ||
-        (s = r_words(f, path, g->y, (size_t)n, 4, &crc, "the labels")) != ACTC_OK ||
-        (s = r_words(f, path, g->split, (size_t)n, 1, &crc, "the split")) != ACTC_OK ||
-        (s = r_words(f, path, src, (size_t)m, 4, &crc, "the edge sources")) != ACTC_OK ||
-        (s = r_words(f, path, dst, (size_t)m, 4, &crc, "the edge targets")) != ACTC_OK)
-        goto done;
-    uint8_t tail[5];
-    const size_t tn = fread(tail, 1, sizeof tail, f);
-    if (tn != 4) {
-        s = ferror(f) ? actc_set_error(ACTC_ERR_IO, "cannot read the graph file %s: %s", path, strerror(errno))
-            : tn < 4  ? actc_set_error(ACTC_ERR_FORMAT, "%s is truncated: its CRC-32 is missing", path)
-                      : actc_set_error(ACTC_ERR_FORMAT, "%s has trailing bytes after its CRC-32 (it grew while read)", path);
-        goto done;
-    }
-    if (actc__get_u32(tail) != (uint32_t)crc) {
-        s = actc_set_error(ACTC_ERR_FORMAT, "%s is corrupt: CRC-32 mismatch (stored %08x, computed %08x)", path,
-                           (unsigned)actc__get_u32(tail), (unsigned)crc);
-        goto done;
-    }
-    if ((s = actc__graph_finish(g, m, src, dst)) != ACTC_OK) {
-        if (s == ACTC_ERR_INVALID) {
-            char msg[1024];
-            snprintf(msg, sizeof msg, "%s", actc_last_error());
-            s = actc_set_error(ACTC_ERR_FORMAT, "%s: %s", path, msg);
-        }
-        goto done;
-    }
-    snprintf(g->source, sizeof g->source, "%s", path);
-done:
+    if (s == ACTC_OK) snprintf(g->source, sizeof g->source, "%s", path);
     fclose(f);
     free(src);
     free(dst);

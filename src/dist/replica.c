@@ -2,7 +2,7 @@
  * 0, the trainer's group, and the gradient buckets that its hooks start as
  * backward completes them and finish after backward. */
 #include "dist.h"
-#include "../autograd/gradient.h"
+#include "../grad/grad.h"
 #include "../core/core.h"
 #include <math.h>
 #include <stdlib.h>
@@ -152,7 +152,7 @@ static actc_status after_backward(actc_trainer *t, void *user)
         size_t off = 0;
         for (int k = 0; s == ACTC_OK && k < b->count; k++) {
             actc_tensor *p = d->params[d->order[b->first + k]];
-            s = actc__grad_wire_set(ctx, p, b->buf + off);
+            s = actc__grad_wire_set(p, actc_ctx_seed(ctx), actc_ctx_step(ctx), b->buf + off);
             off += actc__grad_wire_len(p);
         }
     }

@@ -12,12 +12,14 @@
  * Q, K and V are three D x D projections of the same normalised input (the
  * store keeps that input once), so attention gets them as separate tensors
  * in its [B, T, H*Dh] layout with no split or copy.  Attention is the
- * memory-efficient form unless opts.attention asks for the textbook one.
+ * memory-efficient form unless opts.attention asks for the textbook one or
+ * the policy plans the other (actc_attention reads the plan itself).
  *
  * Every operator saves through the store, so every compression policy applies
  * to the whole model; scopes ("h3.attn", "h3.mlp", ...) name the saves.  The
  * norms and the MLP's activation are regions (actc_region, actc_region_n)
- * that a policy may have recomputed from their inputs (AGoQ). */
+ * that a policy may have recomputed from their inputs (AGoQ), and each layer
+ * is a BLOCK region a policy may checkpoint (GACT's CB levels). */
 #include "model.h"
 #include <math.h>
 #include <stdio.h>
@@ -129,8 +131,7 @@ static actc_tensor *attn_block(const actc_model *m, const tf_impl *t, const tf_l
     v = k ? actc_linear(ctx, h, L->wv, L->bv) : NULL;
     actc_tensor_release(h);
     if (!v) goto fail;
-    a = actc_ctx_attention(ctx, m->opts.attention) == ACTC_ATTN_NAIVE ? actc_attention_naive(ctx, q, k, v, H)
-                                                                      : actc_attention_flash(ctx, q, k, v, H);
+    a = actc_attention(ctx, q, k, v, H, m->opts.attention);
     actc_tensor_release(q);
     actc_tensor_release(k);
     actc_tensor_release(v);
@@ -207,9 +208,12 @@ static actc_status push_layer_scope(actc_ctx *ctx, int l, const char *part)
     return actc_scope_push(ctx, name);
 }
 
-/* One transformer layer (attention then MLP); consumes x. */
-static actc_tensor *layer_run(actc_ctx *ctx, const tf_layer *L, actc_tensor *x)
+/* One transformer layer (attention then MLP) of user (a tf_layer);
+ * consumes x: a region that takes its input (actc_region_take), so the
+ * policy's plan of ACTC_REGION_BLOCK decides whether it is checkpointed. */
+static actc_tensor *layer_run(actc_ctx *ctx, actc_tensor *x, void *user)
 {
+    const tf_layer *L = user;
     const tf_impl *t = L->m->impl;
     /* A failed scope push (nesting too deep) is an error, never a silent pop
      * of the caller's scope. */
@@ -223,24 +227,13 @@ static actc_tensor *layer_run(actc_ctx *ctx, const tf_layer *L, actc_tensor *x)
     return x;
 }
 
-/* The layer as a segment function: x borrowed, a new reference returned. */
-static actc_tensor *layer_segment(actc_ctx *ctx, actc_tensor *x, void *user)
-{
-    return layer_run(ctx, user, actc_tensor_retain(x));
-}
-
 static actc_tensor *tf_forward_tokens(actc_model *m, actc_ctx *ctx, const int32_t *ids, int B, int T)
 {
     tf_impl *t = m->impl;
     if (actc_scope_push(ctx, "embed") != ACTC_OK) return NULL;
     actc_tensor *x = embed(m, t, ctx, ids, B, T);
     actc_scope_pop(ctx);
-    for (int l = 0; x && l < m->opts.n_layers; l++) {
-        if (actc_ctx_wants_segments(ctx))
-            step(&x, actc_segment(ctx, layer_segment, &t->layers[l], x));
-        else
-            x = layer_run(ctx, &t->layers[l], x);
-    }
+    for (int l = 0; x && l < m->opts.n_layers; l++) x = actc_region_take(ctx, ACTC_REGION_BLOCK, layer_run, &t->layers[l], x);
     if (!x) return NULL;
     if (actc_scope_push(ctx, "head") != ACTC_OK) return step(&x, NULL), NULL;
     actc_tensor *logits = NULL;

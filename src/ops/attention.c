@@ -227,3 +227,21 @@ actc_tensor *actc_attention_naive(actc_ctx *ctx, actc_tensor *q, actc_tensor *k,
     actc_tensor_release(pall); /* the store holds a copy or a reference of its own */
     return y;
 }
+
+/* ---- the form the plan asks for ------------------------------------------ */
+
+actc_tensor *actc_attention(actc_ctx *ctx, actc_tensor *q, actc_tensor *k, actc_tensor *v, int n_heads, int form)
+{
+    if (form != ACTC_ATTN_FLASH && form != ACTC_ATTN_NAIVE) {
+        actc_set_error(ACTC_ERR_INVALID, "actc_attention: form %d (ACTC_ATTN_FLASH %d or ACTC_ATTN_NAIVE %d)", form,
+                       ACTC_ATTN_FLASH, ACTC_ATTN_NAIVE);
+        return NULL;
+    }
+    switch (actc_ctx_plan_region(ctx, ACTC_REGION_ATTN)) {
+    case ACTC_PLAN_SAVE: form = ACTC_ATTN_NAIVE; break;
+    case ACTC_PLAN_RECOMPUTE: form = ACTC_ATTN_FLASH; break;
+    default: break;
+    }
+    return form == ACTC_ATTN_NAIVE ? actc_attention_naive(ctx, q, k, v, n_heads)
+                                   : actc_attention_flash(ctx, q, k, v, n_heads);
+}

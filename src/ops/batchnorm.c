@@ -107,6 +107,74 @@ done:
 
 /* take: the output may reuse x's buffer (see actc_batchnorm2d_take); it is
  * then written only after x was saved. */
+/* Per channel of x [N, C, HW]: the batch mean, the (biased) variance and
+ * 1 / sqrt(var + eps). */
+static void batch_stats(const float *xd, int N, int C, int HW, float eps, float *md, float *vd, float *rd)
+{
+    const size_t M = (size_t)N * HW;
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < C; c++) {
+        /* Two passes: the one-pass E[x^2]-E[x]^2 cancels badly when
+         * |mean| >> std.  Each plane is summed in float with a vectorised
+         * (fixed-order, so reproducible) reduction; planes add up in double. */
+        double s = 0.0;
+        for (int n = 0; n < N; n++) {
+            const float *xp = xd + ((size_t)n * C + c) * HW;
+            float ps = 0.0f;
+#pragma omp simd reduction(+ : ps)
+            for (int i = 0; i < HW; i++) ps += xp[i];
+            s += ps;
+        }
+        const double mu = s / (double)M;
+        const float muf0 = (float)mu;
+        double ss = 0.0;
+        for (int n = 0; n < N; n++) {
+            const float *xp = xd + ((size_t)n * C + c) * HW;
+            float pss = 0.0f;
+#pragma omp simd reduction(+ : pss)
+            for (int i = 0; i < HW; i++) {
+                const float d = xp[i] - muf0;
+                pss += d * d;
+            }
+            ss += pss;
+        }
+        const double v = ss / (double)M;
+        const float r = (float)(1.0 / sqrt(v + (double)eps));
+        md[c] = (float)mu;
+        vd[c] = (float)v;
+        rd[c] = r;
+    }
+}
+
+/* y = x normalised with the running statistics (eval mode). */
+static void eval_affine(const float *xd, float *yd, int N, int C, int HW, const float *gd, const float *bd,
+                        const float *rm, const float *rv, float eps)
+{
+#pragma omp parallel for schedule(static)
+    for (int pl = 0; pl < N * C; pl++) {
+        const int c = pl % C;
+        const float scale = (gd ? gd[c] : 1.0f) / sqrtf(rv[c] + eps);
+        const float shift = (bd ? bd[c] : 0.0f) - rm[c] * scale;
+        const float *xp = xd + (size_t)pl * HW;
+        float *yp = yd + (size_t)pl * HW;
+        for (int i = 0; i < HW; i++) yp[i] = xp[i] * scale + shift;
+    }
+}
+
+/* y = (x - mean) rstd gamma + beta with the batch's statistics. */
+static void batch_affine(const float *xd, float *yd, int N, int C, int HW, const float *gd, const float *bd,
+                         const float *md, const float *rd)
+{
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < C; c++) {
+        const float scale = (gd ? gd[c] : 1.0f) * rd[c], beta_c = bd ? bd[c] : 0.0f, muf = md[c];
+        for (int n = 0; n < N; n++) {
+            const size_t off = ((size_t)n * C + c) * HW;
+            for (int i = 0; i < HW; i++) yd[off + i] = (xd[off + i] - muf) * scale + beta_c;
+        }
+    }
+}
+
 static actc_tensor *bn_forward(actc_ctx *ctx, actc_tensor *x, actc_tensor *gamma, actc_tensor *beta,
                                actc_tensor *running_mean, actc_tensor *running_var, float momentum, float eps,
                                int take)
@@ -149,17 +217,7 @@ static actc_tensor *bn_forward(actc_ctx *ctx, actc_tensor *x, actc_tensor *gamma
             actc_tensor_release(y);
             return NULL;
         }
-        float *yd = y->data;
-        const float *rm = running_mean->data, *rv = running_var->data;
-#pragma omp parallel for schedule(static)
-        for (int pl = 0; pl < N * C; pl++) {
-            const int c = pl % C;
-            const float scale = (gd ? gd[c] : 1.0f) / sqrtf(rv[c] + eps);
-            const float shift = (bd ? bd[c] : 0.0f) - rm[c] * scale;
-            const float *xp = xd + (size_t)pl * HW;
-            float *yp = yd + (size_t)pl * HW;
-            for (int i = 0; i < HW; i++) yp[i] = xp[i] * scale + shift;
-        }
+        eval_affine(xd, y->data, N, C, HW, gd, bd, running_mean->data, running_var->data, eps);
         return y;
     }
 
@@ -169,38 +227,7 @@ static actc_tensor *bn_forward(actc_ctx *ctx, actc_tensor *x, actc_tensor *gamma
     actc_tensor *var = actc_tensor_new(ACTC_MEM_SCRATCH, 1, &cs);
     if (!mean || !rstd || !var) goto fail;
     float *md = mean->data, *rd = rstd->data, *vd = var->data;
-#pragma omp parallel for schedule(static)
-    for (int c = 0; c < C; c++) {
-        /* Two passes: the one-pass E[x^2]-E[x]^2 cancels badly when
-         * |mean| >> std.  Each plane is summed in float with a vectorised
-         * (fixed-order, so reproducible) reduction; planes add up in double. */
-        double s = 0.0;
-        for (int n = 0; n < N; n++) {
-            const float *xp = xd + ((size_t)n * C + c) * HW;
-            float ps = 0.0f;
-#pragma omp simd reduction(+ : ps)
-            for (int i = 0; i < HW; i++) ps += xp[i];
-            s += ps;
-        }
-        const double mu = s / (double)M;
-        const float muf0 = (float)mu;
-        double ss = 0.0;
-        for (int n = 0; n < N; n++) {
-            const float *xp = xd + ((size_t)n * C + c) * HW;
-            float pss = 0.0f;
-#pragma omp simd reduction(+ : pss)
-            for (int i = 0; i < HW; i++) {
-                const float d = xp[i] - muf0;
-                pss += d * d;
-            }
-            ss += pss;
-        }
-        const double v = ss / (double)M;
-        const float r = (float)(1.0 / sqrt(v + (double)eps));
-        md[c] = (float)mu;
-        vd[c] = (float)v;
-        rd[c] = r;
-    }
+    batch_stats(xd, N, C, HW, eps, md, vd, rd);
 
     actc_tensor *in[3] = {x, gamma, beta};
     actc_node *node;
@@ -222,15 +249,7 @@ static actc_tensor *bn_forward(actc_ctx *ctx, actc_tensor *x, actc_tensor *gamma
     }
     /* x is saved: now y may take its buffer over. */
     if (actc__tensor_give_data(y, take ? x : NULL) != ACTC_OK) goto fail;
-    float *yd = y->data;
-#pragma omp parallel for schedule(static)
-    for (int c = 0; c < C; c++) {
-        const float scale = (gd ? gd[c] : 1.0f) * rd[c], beta_c = bd ? bd[c] : 0.0f, muf = md[c];
-        for (int n = 0; n < N; n++) {
-            const size_t off = ((size_t)n * C + c) * HW;
-            for (int i = 0; i < HW; i++) yd[off + i] = (xd[off + i] - muf) * scale + beta_c;
-        }
-    }
+    batch_affine(xd, y->data, N, C, HW, gd, bd, md, rd);
     /* Running statistics move only once the step's forward has succeeded,
      * and once per step: not again in a recomputed segment or a sensitivity
      * pass. */

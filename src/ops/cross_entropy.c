@@ -50,6 +50,37 @@ static actc_status ce_backward(actc_ctx *ctx, actc_node *node)
     return ACTC_OK;
 }
 
+/* Per row of logits z [N, K]: the loss (0 for an ignored row) into
+ * row_loss and, when p is not NULL, the probabilities; the number of rows
+ * whose arg-max is the label. */
+static int ce_rows(const float *zd, int N, int K, const int32_t *labels, int ignore_index, double *row_loss, float *pd)
+{
+    int correct = 0;
+#pragma omp parallel for schedule(static) reduction(+ : correct) if ((size_t)N * K > 16384)
+    for (int r = 0; r < N; r++) {
+        row_loss[r] = 0.0;
+        if (labels[r] == ignore_index) continue;
+        const float *zr = zd + (size_t)r * K;
+        float mx = zr[0];
+        int am = 0;
+        for (int j = 1; j < K; j++)
+            if (zr[j] > mx) {
+                mx = zr[j];
+                am = j;
+            }
+        double s = 0.0;
+        for (int j = 0; j < K; j++) s += exp((double)(zr[j] - mx));
+        row_loss[r] = (double)mx + log(s) - (double)zr[labels[r]];
+        correct += am == labels[r];
+        if (pd) {
+            const double inv = 1.0 / s;
+            float *pr = pd + (size_t)r * K;
+            for (int j = 0; j < K; j++) pr[j] = (float)(exp((double)(zr[j] - mx)) * inv);
+        }
+    }
+    return correct;
+}
+
 actc_tensor *actc_cross_entropy(actc_ctx *ctx, actc_tensor *logits, const int32_t *labels,
                                 int ignore_index, int *n_correct)
 {
@@ -94,29 +125,7 @@ actc_tensor *actc_cross_entropy(actc_ctx *ctx, actc_tensor *logits, const int32_
     }
     float *pd = probs ? probs->data : NULL;
     if (pd) memset(pd, 0, logits->numel * sizeof *pd);
-    int correct = 0;
-#pragma omp parallel for schedule(static) reduction(+ : correct) if ((size_t)N * K > 16384)
-    for (int r = 0; r < N; r++) {
-        row_loss[r] = 0.0;
-        if (labels[r] == ignore_index) continue;
-        const float *zr = zd + (size_t)r * K;
-        float mx = zr[0];
-        int am = 0;
-        for (int j = 1; j < K; j++)
-            if (zr[j] > mx) {
-                mx = zr[j];
-                am = j;
-            }
-        double s = 0.0;
-        for (int j = 0; j < K; j++) s += exp((double)(zr[j] - mx));
-        row_loss[r] = (double)mx + log(s) - (double)zr[labels[r]];
-        correct += am == labels[r];
-        if (pd) {
-            const double inv = 1.0 / s;
-            float *pr = pd + (size_t)r * K;
-            for (int j = 0; j < K; j++) pr[j] = (float)(exp((double)(zr[j] - mx)) * inv);
-        }
-    }
+    const int correct = ce_rows(zd, N, K, labels, ignore_index, row_loss, pd);
     double total = 0.0;
     for (int r = 0; r < N; r++) total += row_loss[r];
     free(row_loss);

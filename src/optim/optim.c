@@ -6,7 +6,7 @@
  * parameters and the state exactly as they were. */
 #include "optim.h"
 #include "../core/core.h"
-#include "../autograd/gradient.h"
+#include "../grad/grad.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -17,7 +17,7 @@
  * ||g_t - m_{t-1}||^2 with m the moving average of the gradients (the paper's
  * "running mean of the gradient"). */
 #include "policy.h"
-#include "../autograd/gradient.h"
+#include "../grad/grad.h"
 #include "../autograd/autograd.h"
 #include <math.h>
 #include <stdio.h>
@@ -149,46 +149,46 @@ static actc_status grad_diff(const actc_controller *c, float *ref, int copy, int
     return s;
 }
 
-static actc_status estimate(actc_controller *c, actc_fwdbwd_fn fn, void *user)
+/* Algorithm 1 through the measuring policy m's hooks, then its commit. */
+static actc_status estimate(actc_controller *c, actc_policy *m, actc_fwdbwd_fn fn, void *user)
 {
-    actc_policy *p = c->ctx->policy;
+    const actc_policy_measure *h = m->measure;
     const uint64_t step = actc_ctx_step(c->ctx);
     float *g0 = actc_mem_alloc(ACTC_MEM_SCRATCH, (c->P ? c->P : 1) * sizeof *g0);
     uint64_t *keys = NULL;
     double *cl = NULL;
     if (!g0) return actc_last_status();
     c->ctx->sensitivity_pass = 1;
-    actc__gact_estimate_mode(p, 1, 0, 0);
+    h->mode(m, 1, 0, 0);
     int n = 0, L = 0;
     actc_status s = pass(c, fn, user, step, c->o.estimate_samples, &n);
     if (s == ACTC_OK) s = grad_diff(c, g0, 1, 0, NULL);
     if (s == ACTC_OK) {
-        L = actc__gact_live_keys(p, NULL, 0);
+        L = h->keys(m, NULL, 0);
         keys = malloc((size_t)(L ? L : 1) * sizeof *keys);
         cl = malloc((size_t)(L ? L : 1) * sizeof *cl);
         if (!keys || !cl) s = actc_set_error(ACTC_ERR_OOM, "out of memory measuring sensitivities");
-        else actc__gact_live_keys(p, keys, L);
-        const double S = actc__quant_var_factor(GACT_EST_BITS);
+        else h->keys(m, keys, L);
+        const double S = h->unit_variance(m);
         for (int l = 0; s == ACTC_OK && l < L; l++) {
-            actc__gact_estimate_mode(p, 1, keys[l], 0x9E3779B97F4A7C15ULL + (uint64_t)l);
+            h->mode(m, 1, keys[l], 0x9E3779B97F4A7C15ULL + (uint64_t)l);
             int nl = 0;
             s = pass(c, fn, user, step, c->o.estimate_samples, &nl);
             double d = 0;
             if (s == ACTC_OK && (s = grad_diff(c, g0, 0, 0, &d)) == ACTC_OK) cl[l] = 0.5 * d / S;
         }
     }
-    actc__gact_estimate_mode(p, 0, 0, 0);
+    h->mode(m, 0, 0, 0);
     c->ctx->sensitivity_pass = 0;
     actc_ctx_set_step(c->ctx, step);
     /* Committed only when every pass succeeded: no table of mixed ages. */
-    for (int l = 0; s == ACTC_OK && l < L; l++) actc__gact_set_sensitivity(p, keys[l], cl[l]);
+    if (s == ACTC_OK) s = h->commit(m, keys, cl, L);
     free(keys);
     free(cl);
     actc_mem_free(g0);
     if (s != ACTC_OK) return s;
-    if ((s = actc__gact_allocate(p)) != ACTC_OK) return s;
     c->est_n = n;
-    c->comp_sub = actc__gact_variance(p);
+    c->comp_sub = h->variance(m);
     c->adapted = 1;
     c->alert_due = 1;
     return ACTC_OK;
@@ -235,24 +235,24 @@ actc_status actc_controller_iterate(actc_controller *c, actc_fwdbwd_fn fn, void 
     if (!c || !fn) return actc_set_error(ACTC_ERR_INVALID, "actc_controller_iterate: NULL controller or function");
     /* A frozen policy (actc_ctx_freeze_policy) is measured no more: the pass
      * runs with the bits it has and leaves the controller's state alone. */
-    const int kind = c->ctx->policy && c->ctx->policy->frozen ? 0 : actc__gact_kind(c->ctx->policy);
+    actc_policy *m = c->ctx->policy && c->ctx->policy->frozen ? NULL : actc__policy_measuring(c->ctx->policy);
     const uint64_t step = actc_ctx_step(c->ctx);
     c->adapted = 0;
     actc_status s = ACTC_OK;
-    if (!kind && c->ctx->policy && c->ctx->policy->frozen) {
+    if (!m && c->ctx->policy && c->ctx->policy->frozen) {
         int n = 0;
         return pass(c, fn, user, step, 0, &n);
     }
-    if (kind && c->iter % c->o.adapt_interval == 0 && (s = estimate(c, fn, user)) != ACTC_OK) return s;
+    if (m && c->iter % c->o.adapt_interval == 0 && (s = estimate(c, m, fn, user)) != ACTC_OK) return s;
     int n = 0;
     if ((s = pass(c, fn, user, step, 0, &n)) != ACTC_OK) return s;
     c->iter++;
-    return kind ? track_variance(c, n) : ACTC_OK;
+    return m ? track_variance(c, n) : ACTC_OK;
 }
 
 int actc_controller_adapted(const actc_controller *c) { return c && c->adapted; }
 
-int actc_ctx_policy_measures(const actc_ctx *ctx) { return ctx && actc__gact_kind(ctx->policy) != 0; }
+int actc_ctx_policy_measures(const actc_ctx *ctx) { return ctx && actc__policy_measuring(ctx->policy) != NULL; }
 
 /* A policy learns from what it sees if it measures (GACT) or observes
  * gradients (ActNN's adaptive levels, also under compact). */
@@ -276,7 +276,8 @@ void actc_controller_variances(const actc_controller *c, double *compression, do
 
 int actc_controller_tensors(const actc_controller *c, actc_saved_info *out, int cap)
 {
-    return c ? actc__gact_tensors(c->ctx->policy, out, cap) : 0;
+    const actc_policy *p = c ? actc__policy_find_tensors(c->ctx->policy) : NULL;
+    return p ? p->tensors(p, out, cap) : 0;
 }
 
 /* Checkpoint state: the iteration count (when the next measurement is due),

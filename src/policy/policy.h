@@ -16,19 +16,29 @@ actc_status actc__policy_new(const char *spec, size_t state_bytes,
                                                    actc_codec_args *),
                              actc_policy **out);
 
+/* A policy decorating inner (composition: compact's projections over a
+ * codec policy): it takes ownership of inner (and frees it on failure), and
+ * every slot the decorator does not set itself reaches inner's: choose,
+ * observe_grad, after_backward, save_state/load_state and the region plans;
+ * measure and tensors are found on the chain (actc__policy_measuring,
+ * actc__policy_find_tensors).  destroy frees inner, the state and p. */
+actc_status actc__policy_decorate(const char *spec, size_t state_bytes, actc_policy *inner, actc_policy **out);
+/* The policy on p's chain (p, p->inner, ...) that measures, or NULL. */
+actc_policy *actc__policy_measuring(const actc_policy *p);
+/* The policy on p's chain with a tensor table, or NULL. */
+actc_policy *actc__policy_find_tensors(const actc_policy *p);
+
 /* Constructors of the policy families (one file each); spec is the
  * canonical spelling kept in the policy. */
 actc_status actc__policy_fixed(const char *spec, const actc_codec *codec, actc_policy **out);
 actc_status actc__policy_quant(const char *spec, int bits, int group, int per_tensor, int conv_only,
                                actc_policy **out);
 actc_status actc__policy_actnn_mixed(const char *spec, double budget, actc_policy **out);
-/* DIVISION (policy_division.c): the dual-precision codec with block B, Q
- * residual bits and mode ACTC_DIV_* for linear, convolution and
- * normalisation inputs; tokens: pool [B,T,D] activations along T (else D). */
-actc_status actc__policy_division(const char *spec, int block, int bits, int mode, int tokens, actc_policy **out);
-#define ACTC_DIVISION_BLOCK 8
-#define ACTC_DIVISION_BITS 2
-#define ACTC_DIVISION_TOKENS 1 /* default pooling of [B,T,D]: bench/RESULTS.md */
+/* DIVISION (policy_division.c): the dual-precision codec with the options
+ * of o (block B, Q residual bits, mode ACTC_DIV_*, tokens: pool [B,T,D]
+ * activations along T, else D) for linear, convolution and normalisation
+ * inputs. */
+actc_status actc__policy_division(const char *spec, const actc_division_opts *o, actc_policy **out);
 /* CompAct (policy_compact.c): random projections of linear inputs. */
 typedef struct {
     double fraction;  /* rank as a fraction of the layer's width (rank 0)  */
@@ -51,8 +61,6 @@ typedef struct {
  * frees inner on failure); layers: '|'-separated globs over scopes. */
 actc_status actc__policy_compact(const char *spec, const actc_compact_opts *o, const char *layers, actc_policy *inner,
                                  actc_policy **out);
-/* The codec policy of a composed policy (compact's inner), else p. */
-actc_policy *actc__policy_codec_part(actc_policy *p);
 /* AGoQ (policy_agoq.c): attention and loss saves exact, norms and
  * activations recomputed from their 4-bit inputs, other ACT saves at 4
  * bits: block-wise format fmt (ACTC_B4_*), blocks of `block`, stochastic
@@ -66,22 +74,6 @@ actc_status actc__policy_agoq(const char *spec, int block, int fmt, int stochast
 actc_status actc__policy_gact(const char *spec, double budget, int fixed_bits, int segments, int attention,
                               actc_policy **out);
 #define GACT_EST_BITS 4 /* every tensor's width during the sensitivity passes */
-/* 0: p is not a GACT policy; 1: fixed bits; 2: adaptive. */
-int actc__gact_kind(const actc_policy *p);
-/* Enter (on = 1; a new pass id when entering) or leave the sensitivity
- * passes' mode; perturb_key: the tensor whose rounding stream is re-keyed
- * with salt (0: none). */
-void actc__gact_estimate_mode(actc_policy *p, int on, uint64_t perturb_key, uint64_t salt);
-/* Keys of the tensors saved since the last estimate_mode(on) (all of them
- * are counted; up to cap written). */
-int actc__gact_live_keys(const actc_policy *p, uint64_t *keys, int cap);
-void actc__gact_set_sensitivity(actc_policy *p, uint64_t key, double c);
-/* Re-allocate the live tensors' bits from their sensitivities (adaptive). */
-actc_status actc__gact_allocate(actc_policy *p);
-/* sum_l c_l S(b_l) over the live tensors: the compression variance V(b). */
-double actc__gact_variance(const actc_policy *p);
-/* The tensor table (all tensors ever seen; up to cap written). */
-int actc__gact_tensors(const actc_policy *p, actc_saved_info *out, int cap);
 
 /* The controller's checkpoint state (gact_controller.c): what save wrote,
  * load checks in full before changing the controller. */
@@ -91,7 +83,8 @@ actc_status actc__controller_load(actc_controller *c, actc__rbuf *r);
 /* The mixed-precision policy's per-layer state, for tests and inspection:
  * stable key, budget b^(l) and gradient magnitude g^(l) (< 0: not seen in a
  * backward yet) of up to cap layers.  Returns the number of layers, or -1 if
- * p is not an actnn mixed-precision policy. */
+ * no policy on p's chain observes gradients (only ActNN's mixed precision
+ * does). */
 int actc__actnn_layers(const actc_policy *p, uint64_t *keys, double *bits, double *grad_sq, int cap);
 /* The per-sample bits the policy chose for layer `key`'s last save (*n
  * samples), or NULL. */

@@ -311,9 +311,17 @@ actc_status actc__policy_actnn_mixed(const char *spec, double budget, actc_polic
     return ACTC_OK;
 }
 
+/* The policy that observes gradients on p's chain: ActNN's mixed precision
+ * is the one that does. */
+static const actc_policy *observer(const actc_policy *p)
+{
+    while (p && p->inner) p = p->inner;
+    return p && p->observe_grad ? p : NULL;
+}
+
 int actc__actnn_layers(const actc_policy *p, uint64_t *keys, double *bits, double *grad_sq, int cap)
 {
-    if (p->choose != actnn_choose) return -1;
+    if (!(p = observer(p))) return -1;
     const actnn_state *s = p->state;
     for (int i = 0; i < s->n_layers && i < cap; i++) {
         keys[i] = s->layers[i].key;
@@ -325,7 +333,7 @@ int actc__actnn_layers(const actc_policy *p, uint64_t *keys, double *bits, doubl
 
 const uint8_t *actc__actnn_sample_bits(const actc_policy *p, uint64_t key, int *n)
 {
-    if (p->choose != actnn_choose) return NULL;
+    if (!(p = observer(p))) return NULL;
     layer *l = find_layer(p->state, key);
     if (!l) return NULL;
     *n = l->N;

@@ -25,7 +25,6 @@
 typedef struct {
     actc_compact_opts o;
     char layers[ACTC_COMPACT_LAYERS_MAX];  /* '|'-separated globs over the save's scope */
-    actc_policy *inner;       /* the codec policy (fp32 when none given)   */
     uint64_t planned;         /* projections planned since the last backward */
 } compact_state;
 
@@ -72,20 +71,6 @@ static actc_status compact_transform(actc_policy *p, const actc_save_desc *d, ac
     return ACTC_OK;
 }
 
-/* Everything but the transforms is the codec policy's. */
-static actc_status compact_choose(actc_policy *p, const actc_save_desc *d, const actc_codec **codec,
-                                  actc_codec_args *args)
-{
-    actc_policy *in = cs(p)->inner;
-    return in->choose(in, d, codec, args);
-}
-
-static void compact_observe(actc_policy *p, const uint64_t *keys, int n, double g)
-{
-    actc_policy *in = cs(p)->inner;
-    in->observe_grad(in, keys, n, g);
-}
-
 /* A backward pass with nothing projected means the policy matched no layer
  * of the model: training on would be `none` under another name. */
 static actc_status compact_after(actc_policy *p, actc_ctx *ctx)
@@ -97,53 +82,22 @@ static actc_status compact_after(actc_policy *p, actc_ctx *ctx)
                               "is the transformer blocks), except those whose input another operator keeps "
                               "(all-linear includes them)", p->spec, s->layers, ACTC_COMPACT_LAYERS);
     s->planned = 0;
-    actc_policy *in = s->inner;
+    actc_policy *in = p->inner; /* the codec policy (fp32 when none given) */
     return in->after_backward ? in->after_backward(in, ctx) : ACTC_OK;
-}
-
-static actc_status compact_save(const actc_policy *p, actc__wbuf *w)
-{
-    const actc_policy *in = cs(p)->inner;
-    return in->save_state ? in->save_state(in, w) : ACTC_OK;
-}
-
-static actc_status compact_load(actc_policy *p, actc__rbuf *r)
-{
-    actc_policy *in = cs(p)->inner;
-    return in->load_state ? in->load_state(in, r) : ACTC_OK;
-}
-
-static void compact_destroy(actc_policy *p)
-{
-    actc__policy_free(cs(p)->inner);
-    free(p->state);
-    free(p);
-}
-
-actc_policy *actc__policy_codec_part(actc_policy *p)
-{
-    return p && p->transform == compact_transform ? cs(p)->inner : p;
 }
 
 actc_status actc__policy_compact(const char *spec, const actc_compact_opts *o, const char *layers, actc_policy *inner,
                                  actc_policy **out)
 {
-    actc_status st = actc__policy_new(spec, sizeof(compact_state), compact_choose, out);
-    if (st != ACTC_OK) {
-        actc__policy_free(inner);
-        return st;
-    }
+    /* Everything but the transforms (and the check after backward) is the
+     * codec policy's: the decorator forwards it. */
+    actc_status st = actc__policy_decorate(spec, sizeof(compact_state), inner, out);
+    if (st != ACTC_OK) return st;
     actc_policy *p = *out;
     compact_state *s = cs(p);
     s->o = *o;
     snprintf(s->layers, sizeof s->layers, "%s", layers);
-    s->inner = inner;
     p->transform = compact_transform;
-    p->observe_grad = inner->observe_grad ? compact_observe : NULL;
     p->after_backward = compact_after;
-    p->save_state = inner->save_state ? compact_save : NULL;
-    p->load_state = inner->load_state ? compact_load : NULL;
-    p->destroy = compact_destroy;
-    memcpy(p->region, inner->region, sizeof p->region);
     return ACTC_OK;
 }

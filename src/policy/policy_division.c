@@ -17,9 +17,7 @@
  *   1-D            the whole tensor is one map. */
 #include "policy.h"
 
-typedef struct {
-    int block, bits, mode, tokens;
-} division_state;
+typedef actc_division_opts division_state;
 
 /* The inputs of layers with weights and of normalisations.  Attention's
  * output is the output projection's input too: the store keeps the one
@@ -47,19 +45,14 @@ static actc_status division_choose(actc_policy *p, const actc_save_desc *d, cons
         *codec = &actc_codec_fp32;
         return ACTC_OK;
     }
-    const int nd = d->t->ndim;
     *codec = &actc_codec_division;
-    args->bits = s->bits;
-    args->iparam[0] = s->block;
-    args->iparam[1] = s->mode;
-    args->iparam[2] = nd >= 5 ? 3 : nd == 4 ? 2 : 1;
-    args->iparam[3] = nd == 3 && s->tokens;
+    actc__division_args(s, d->t->ndim, args);
     return ACTC_OK;
 }
 
-actc_status actc__policy_division(const char *spec, int block, int bits, int mode, int tokens, actc_policy **out)
+actc_status actc__policy_division(const char *spec, const actc_division_opts *o, actc_policy **out)
 {
     actc_status st = actc__policy_new(spec, sizeof(division_state), division_choose, out);
-    if (st == ACTC_OK) *(division_state *)(*out)->state = (division_state){block, bits, mode, tokens};
+    if (st == ACTC_OK) *(division_state *)(*out)->state = *o;
     return st;
 }

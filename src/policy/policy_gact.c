@@ -104,7 +104,7 @@ static actc_status gact_choose(actc_policy *p, const actc_save_desc *d, const ac
         args->group = ACTC_QUANT_GROUP;
     }
     if (s->estimating && d->stable_key == s->perturb_key) args->key = actc_rng_key(args->key, s->salt, 0x5E45);
-    if (!s->estimating) g->info.stored_bytes = (*codec)->plan(args, d->t->data, d->t->numel);
+    if (!s->estimating) g->info.stored_bytes = (*codec)->plan(args, d->t->numel);
     return ACTC_OK;
 }
 
@@ -199,52 +199,23 @@ static actc_status gact_load_state(actc_policy *p, actc__rbuf *r)
     return ACTC_OK;
 }
 
-actc_status actc__policy_gact(const char *spec, double budget, int fixed_bits, int segments, int attention,
-                              actc_policy **out)
+/* ---- measurement (the controller's hooks) ---------------------------------------- */
+
+static void gact_mode(actc_policy *p, int on, uint64_t perturb_key, uint64_t salt)
 {
-    actc_status st = actc__policy_new(spec, sizeof(gact_state), gact_choose, out);
-    if (st != ACTC_OK) return st;
-    actc_policy *p = *out;
     gact_state *s = p->state;
-    s->budget = budget;
-    s->fixed_bits = fixed_bits;
-    p->destroy = gact_destroy;
-    p->save_state = gact_save_state;
-    p->load_state = gact_load_state;
-    if (segments) p->region[ACTC_REGION_BLOCK] = ACTC_PLAN_RECOMPUTE;
-    if (attention >= 0)
-        p->region[ACTC_REGION_ATTN] = attention == ACTC_ATTN_FLASH ? ACTC_PLAN_RECOMPUTE : ACTC_PLAN_SAVE;
-    return ACTC_OK;
-}
-
-static gact_state *state_of(const actc_policy *p)
-{
-    p = actc__policy_codec_part((actc_policy *)p); /* compact+gact: the gact part */
-    return p && p->choose == gact_choose ? p->state : NULL;
-}
-
-int actc__gact_kind(const actc_policy *p)
-{
-    const gact_state *s = state_of(p);
-    /* gact:CKPT (everything fp32) has nothing to measure. */
-    return !s || s->fixed_bits >= 32 ? 0 : s->fixed_bits ? 1 : 2;
-}
-
-void actc__gact_estimate_mode(actc_policy *p, int on, uint64_t perturb_key, uint64_t salt)
-{
-    gact_state *s = state_of(p);
-    if (!s) return;
     if (on && !s->estimating) s->pass++;
     s->estimating = on;
     s->perturb_key = perturb_key;
     s->salt = salt;
 }
 
-int actc__gact_live_keys(const actc_policy *p, uint64_t *keys, int cap)
+/* The tensors saved in the current measuring pass. */
+static int gact_keys(const actc_policy *p, uint64_t *keys, int cap)
 {
-    const gact_state *s = state_of(p);
+    const gact_state *s = p->state;
     int n = 0;
-    for (int i = 0; s && i < s->n; i++)
+    for (int i = 0; i < s->n; i++)
         if (s->t[i].pass == s->pass) {
             if (n < cap) keys[n] = s->t[i].key;
             n++;
@@ -252,17 +223,11 @@ int actc__gact_live_keys(const actc_policy *p, uint64_t *keys, int cap)
     return n;
 }
 
-void actc__gact_set_sensitivity(actc_policy *p, uint64_t key, double c)
+/* Re-allocate the live tensors' bits from their sensitivities (adaptive
+ * levels; gact:fixB keeps its width). */
+static actc_status allocate(gact_state *s)
 {
-    gact_state *s = state_of(p);
-    gact_tensor *g = s ? find(s, key) : NULL;
-    if (g) g->info.sensitivity = c;
-}
-
-actc_status actc__gact_allocate(actc_policy *p)
-{
-    gact_state *s = state_of(p);
-    if (!s || s->fixed_bits) return ACTC_OK;
+    if (s->fixed_bits) return ACTC_OK;
     int n = 0;
     for (int i = 0; i < s->n; i++) n += s->t[i].pass == s->pass && s->t[i].info.sensitivity >= 0;
     if (!n) return ACTC_OK;
@@ -295,23 +260,66 @@ out:
     return st;
 }
 
-double actc__gact_variance(const actc_policy *p)
+static actc_status gact_commit(actc_policy *p, const uint64_t *keys, const double *c, int n)
 {
-    const gact_state *s = state_of(p);
+    gact_state *s = p->state;
+    for (int i = 0; i < n; i++) {
+        gact_tensor *g = find(s, keys[i]);
+        if (g) g->info.sensitivity = c[i];
+    }
+    return allocate(s);
+}
+
+/* sum_l c_l S(b_l) over the live tensors: the compression variance V(b). */
+static double gact_variance(const actc_policy *p)
+{
+    const gact_state *s = p->state;
     double v = 0;
-    for (int i = 0; s && i < s->n; i++)
+    for (int i = 0; i < s->n; i++)
         if (s->t[i].pass == s->pass && s->t[i].info.sensitivity > 0)
             v += s->t[i].info.sensitivity * actc__quant_var_factor(s->t[i].info.bits);
     return v;
 }
 
-int actc__gact_tensors(const actc_policy *p, actc_saved_info *out, int cap)
+/* The tensor table (all tensors ever seen). */
+static int gact_tensors(const actc_policy *p, actc_saved_info *out, int cap)
 {
-    const gact_state *s = state_of(p);
+    const gact_state *s = p->state;
     int n = 0;
-    for (int i = 0; s && i < s->n; i++) {
+    for (int i = 0; i < s->n; i++) {
         if (n < cap) out[n] = s->t[i].info;
         n++;
     }
     return n;
+}
+
+/* Every tensor is rounded at GACT_EST_BITS during the measuring passes. */
+static double gact_unit_variance(const actc_policy *p)
+{
+    (void)p;
+    return actc__quant_var_factor(GACT_EST_BITS);
+}
+
+static const actc_policy_measure gact_measure = {gact_mode, gact_keys, gact_unit_variance, gact_commit,
+                                                 gact_variance};
+
+actc_status actc__policy_gact(const char *spec, double budget, int fixed_bits, int segments, int attention,
+                              actc_policy **out)
+{
+    actc_status st = actc__policy_new(spec, sizeof(gact_state), gact_choose, out);
+    if (st != ACTC_OK) return st;
+    actc_policy *p = *out;
+    gact_state *s = p->state;
+    s->budget = budget;
+    s->fixed_bits = fixed_bits;
+    p->destroy = gact_destroy;
+    p->save_state = gact_save_state;
+    p->load_state = gact_load_state;
+    p->tensors = gact_tensors;
+    /* gact:CKPT (everything fp32) has nothing to measure. */
+    p->measure = fixed_bits >= 32 ? NULL : &gact_measure;
+    if (segments) p->region[ACTC_REGION_BLOCK] = ACTC_PLAN_RECOMPUTE;
+    if (attention >= 0)
+        p->region[ACTC_REGION_ATTN] = attention == ACTC_ATTN_FLASH ? ACTC_PLAN_RECOMPUTE : ACTC_PLAN_SAVE;
+    return ACTC_OK;
 }

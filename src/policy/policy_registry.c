@@ -133,33 +133,14 @@ static int parse_real_f(const char *s, float lo, float hi, float *out)
     return 1;
 }
 
-/* quant:B[,group=G|,per-tensor] */
+/* quant:B[,group=G|,per-tensor]: the codec's spec (codec_spec.c) */
 static actc_status parse_quant(const char *spec, const char *args, actc_policy **out)
 {
-    char buf[64];
-    if (strlen(args) >= sizeof buf) return bad_spec(spec, "too long");
-    strcpy(buf, args);
-    char *opt = strchr(buf, ',');
-    if (opt) *opt++ = '\0';
-    int bits, group = ACTC_QUANT_GROUP, per_tensor = 0;
-    if (!parse_int(buf, 1, 8, &bits)) return bad_spec(spec, "quant takes a whole number of bits from 1 to 8");
-    if (opt) {
-        if (!strcasecmp(opt, "per-tensor")) {
-            per_tensor = 1;
-        } else if (!strncasecmp(opt, "group=", 6)) {
-            if (!parse_int(opt + 6, 1, 1 << 24, &group)) return bad_spec(spec, "group must be a positive integer");
-        } else {
-            return bad_spec(spec, "quant's option is group=G or per-tensor");
-        }
-    }
+    actc_quant_opts o;
     char canon[64];
-    if (per_tensor)
-        snprintf(canon, sizeof canon, "quant:%d,per-tensor", bits);
-    else if (group != ACTC_QUANT_GROUP)
-        snprintf(canon, sizeof canon, "quant:%d,group=%d", bits, group);
-    else
-        snprintf(canon, sizeof canon, "quant:%d", bits);
-    return actc__policy_quant(canon, bits, group, per_tensor, 0, out);
+    const char *why = actc__quant_parse(args, &o, canon, sizeof canon);
+    if (why) return bad_spec(spec, why);
+    return actc__policy_quant(canon, o.bits, o.group, o.per_tensor, 0, out);
 }
 
 /* actnn:L0..L3 or actnn:X (mixed precision at X average bits) */
@@ -181,46 +162,15 @@ static actc_status parse_actnn(const char *spec, const char *arg, actc_policy **
     return actc__policy_actnn_mixed(canon, b, out);
 }
 
-/* division[:opt,...] with opt b=B, q=Q, lfc-only, hfc-only, seq=tokens|features */
+/* division[:opt,...] with opt b=B, q=Q, lfc-only, hfc-only, seq=tokens|features:
+ * the codec's spec (codec_spec.c) */
 static actc_status parse_division(const char *spec, const char *args, actc_policy **out)
 {
-    char buf[64];
-    if (strlen(args) >= sizeof buf) return bad_spec(spec, "too long");
-    strcpy(buf, args);
-    int block = -1, bits = ACTC_DIVISION_BITS, mode = ACTC_DIV_FULL, tokens = ACTC_DIVISION_TOKENS;
-    int seen_b = 0, seen_q = 0, seen_seq = 0;
-    const size_t len0 = strlen(buf);
-    if (len0 && (buf[0] == ',' || buf[len0 - 1] == ',' || strstr(buf, ",,")))
-        return bad_spec(spec, "empty option");
-    for (char *save = NULL, *opt = strtok_r(buf, ",", &save); opt; opt = strtok_r(NULL, ",", &save)) {
-        if (!strncasecmp(opt, "b=", 2)) {
-            if (seen_b++) return bad_spec(spec, "b= given twice");
-            if (!parse_int(opt + 2, 1, 256, &block)) return bad_spec(spec, "division's block b= is 1 to 256");
-        } else if (!strncasecmp(opt, "q=", 2)) {
-            if (seen_q++) return bad_spec(spec, "q= given twice");
-            if (!parse_int(opt + 2, 1, 8, &bits)) return bad_spec(spec, "division's residual bits q= are 1 to 8");
-        } else if (!strcasecmp(opt, "lfc-only") || !strcasecmp(opt, "hfc-only")) {
-            if (mode != ACTC_DIV_FULL) return bad_spec(spec, "lfc-only and hfc-only exclude each other");
-            mode = tolower((unsigned char)opt[0]) == 'l' ? ACTC_DIV_LFC_ONLY : ACTC_DIV_HFC_ONLY;
-        } else if (!strcasecmp(opt, "seq=tokens") || !strcasecmp(opt, "seq=features")) {
-            if (seen_seq++) return bad_spec(spec, "seq= given twice");
-            tokens = tolower((unsigned char)opt[4]) == 't';
-        } else {
-            return bad_spec(spec, "division's options are b=B, q=Q, lfc-only, hfc-only, seq=tokens|features");
-        }
-    }
-    if (mode == ACTC_DIV_LFC_ONLY && seen_q) return bad_spec(spec, "lfc-only keeps no residual: q= does not apply");
-    /* The paper's ablation without the HFC pools with B = 4 (appendix S). */
-    if (block < 0) block = mode == ACTC_DIV_LFC_ONLY ? 4 : ACTC_DIVISION_BLOCK;
+    actc_division_opts o;
     char canon[64];
-    int len = mode == ACTC_DIV_LFC_ONLY ? snprintf(canon, sizeof canon, "division:b=%d", block)
-                                        : snprintf(canon, sizeof canon, "division:b=%d,q=%d", block, bits);
-    if (mode != ACTC_DIV_FULL)
-        len += snprintf(canon + len, sizeof canon - (size_t)len, ",%s",
-                        mode == ACTC_DIV_LFC_ONLY ? "lfc-only" : "hfc-only");
-    if (tokens != ACTC_DIVISION_TOKENS)
-        snprintf(canon + len, sizeof canon - (size_t)len, ",seq=%s", tokens ? "tokens" : "features");
-    return actc__policy_division(canon, block, bits, mode, tokens, out);
+    const char *why = actc__division_parse(args, &o, canon, sizeof canon);
+    if (why) return bad_spec(spec, why);
+    return actc__policy_division(canon, &o, out);
 }
 
 /* gact:L0|L1|B|fixB|CB1|CB2|CKPT */
@@ -275,6 +225,82 @@ static actc_status parse_agoq(const char *spec, const char *args, actc_policy **
     return actc__policy_agoq(canon, block, fmt, stochastic, out);
 }
 
+/* One of compact's options into o (layers: the scopes' globs); NULL, or
+ * why it is bad. */
+static const char *compact_option(const char *opt, actc_compact_opts *o, char *layers, size_t layers_cap,
+                                  int *seen_density)
+{
+    double v;
+    int n;
+    if (!strncasecmp(opt, "r=", 2)) {
+        /* A whole number is a rank, a decimal one a fraction of the width. */
+        if (!strchr(opt + 2, '.') && parse_int(opt + 2, 1, 1 << 20, &n)) {
+            o->rank = n;
+        } else if (parse_real(opt + 2, 1e-9, 1.0, &v)) {
+            o->rank = 0;
+            o->fraction = v;
+        } else {
+            return "r= is a fraction of the layer's width in (0, 1] (e.g. 0.25) or a rank >= 1";
+        }
+    } else if (!strncasecmp(opt, "gap=", 4)) {
+        if (!strcasecmp(opt + 4, "none")) o->gap = 0;
+        else if (parse_int(opt + 4, 1, INT32_MAX, &n)) o->gap = (uint32_t)n;
+        else return "gap= is a number of steps >= 1, or none for one fixed projection";
+    } else if (!strncasecmp(opt, "scale=", 6)) {
+        if (!parse_real_f(opt + 6, 1e-6f, 1e6f, &o->scale)) return "scale= is a positive number (alpha)";
+    } else if (!strcasecmp(opt, "proj=gauss") || !strcasecmp(opt, "proj=gaussian")) {
+        o->sparse = o->shared_seed = 0;
+    } else if (!strcasecmp(opt, "proj=sparse")) {
+        o->sparse = 1;
+    } else if (!strcasecmp(opt, "proj=shared")) {
+        o->shared_seed = 1;
+    } else if (!strncasecmp(opt, "density=", 8)) {
+        if (!parse_real_f(opt + 8, 1e-6f, 1.0f, &o->density)) return "density= is in (0, 1]";
+        *seen_density = 1;
+    } else if (!strncasecmp(opt, "layers=", 7)) {
+        /* Any printable character but '+', which always means composition
+         * (so the canonical spec parses back), and ',' which ends the option. */
+        const char *g = opt + 7;
+        int ok = *g && strlen(g) < layers_cap;
+        for (; ok && *g; g++) ok = *g > ' ' && *g < 0x7f && *g != '+';
+        if (!ok) return "layers= takes '|'-separated globs over scopes (printable, without spaces, ',' or '+')";
+        strcpy(layers, opt + 7);
+    } else if (!strcasecmp(opt, "all-linear")) {
+        o->all_linear = 1;
+    } else if (!strcasecmp(opt, "reset")) {
+        o->reset = 1;
+    } else {
+        return "compact's options are r=, gap=, scale=, proj=gauss|sparse|shared, density=, layers=, all-linear, "
+               "reset";
+    }
+    return NULL;
+}
+
+/* The canonical spelling: every option that is not the default, then the
+ * inner policy's canonical spec (NULL: none given).  It parses back to the
+ * same policy (checkpoints rebuild it from the text): floats in full
+ * precision, a fraction with its point ("r=1.0" is not the rank "r=1").
+ * The length snprintf would have written. */
+static int compact_canon(const actc_compact_opts *o, const char *layers, const char *inner, char *canon, size_t cap)
+{
+    char frac[32];
+    snprintf(frac, sizeof frac, "%.17g", o->fraction);
+    if (!strpbrk(frac, ".e")) strcat(frac, ".0");
+    int len = o->rank ? snprintf(canon, cap, "compact:r=%d", o->rank) : snprintf(canon, cap, "compact:r=%s", frac);
+#define ADD(...) len += snprintf(canon + len, len < (int)cap ? cap - (size_t)len : 0, __VA_ARGS__)
+    if (o->gap) ADD(",gap=%u", o->gap);
+    else ADD(",gap=none");
+    ADD(",scale=%.9g", (double)o->scale);
+    if (o->sparse) ADD(",proj=sparse,density=%.9g", (double)o->density);
+    if (o->shared_seed) ADD(",proj=shared");
+    if (strcmp(layers, ACTC_COMPACT_LAYERS)) ADD(",layers=%s", layers);
+    if (o->all_linear) ADD(",all-linear");
+    if (o->reset) ADD(",reset");
+    if (inner) ADD("+%s", inner);
+#undef ADD
+    return len;
+}
+
 /* compact[:opt,...][+codec policy] */
 static actc_status parse_compact(const char *spec, actc_policy **out)
 {
@@ -296,51 +322,8 @@ static actc_status parse_compact(const char *spec, actc_policy **out)
     const size_t len0 = strlen(opts);
     if (len0 && (opts[0] == ',' || opts[len0 - 1] == ',' || strstr(opts, ",,"))) return bad_spec(spec, "empty option");
     for (char *save = NULL, *opt = strtok_r(opts, ",", &save); opt; opt = strtok_r(NULL, ",", &save)) {
-        double v;
-        int n;
-        if (!strncasecmp(opt, "r=", 2)) {
-            /* A whole number is a rank, a decimal one a fraction of the width. */
-            if (!strchr(opt + 2, '.') && parse_int(opt + 2, 1, 1 << 20, &n)) {
-                o.rank = n;
-            } else if (parse_real(opt + 2, 1e-9, 1.0, &v)) {
-                o.rank = 0;
-                o.fraction = v;
-            } else {
-                return bad_spec(spec, "r= is a fraction of the layer's width in (0, 1] (e.g. 0.25) or a rank >= 1");
-            }
-        } else if (!strncasecmp(opt, "gap=", 4)) {
-            if (!strcasecmp(opt + 4, "none")) o.gap = 0;
-            else if (parse_int(opt + 4, 1, INT32_MAX, &n)) o.gap = (uint32_t)n;
-            else return bad_spec(spec, "gap= is a number of steps >= 1, or none for one fixed projection");
-        } else if (!strncasecmp(opt, "scale=", 6)) {
-            if (!parse_real_f(opt + 6, 1e-6f, 1e6f, &o.scale)) return bad_spec(spec, "scale= is a positive number (alpha)");
-        } else if (!strcasecmp(opt, "proj=gauss") || !strcasecmp(opt, "proj=gaussian")) {
-            o.sparse = o.shared_seed = 0;
-        } else if (!strcasecmp(opt, "proj=sparse")) {
-            o.sparse = 1;
-        } else if (!strcasecmp(opt, "proj=shared")) {
-            o.shared_seed = 1;
-        } else if (!strncasecmp(opt, "density=", 8)) {
-            if (!parse_real_f(opt + 8, 1e-6f, 1.0f, &o.density)) return bad_spec(spec, "density= is in (0, 1]");
-            seen_density = 1;
-        } else if (!strncasecmp(opt, "layers=", 7)) {
-            /* Any printable character but '+', which always means composition
-             * (so the canonical spec parses back), and ',' which ends the option. */
-            const char *g = opt + 7;
-            int ok = *g && strlen(g) < sizeof layers;
-            for (; ok && *g; g++) ok = *g > ' ' && *g < 0x7f && *g != '+';
-            if (!ok)
-                return bad_spec(spec, "layers= takes '|'-separated globs over scopes (printable, without spaces, "
-                                      "',' or '+')");
-            strcpy(layers, opt + 7);
-        } else if (!strcasecmp(opt, "all-linear")) {
-            o.all_linear = 1;
-        } else if (!strcasecmp(opt, "reset")) {
-            o.reset = 1;
-        } else {
-            return bad_spec(spec, "compact's options are r=, gap=, scale=, proj=gauss|sparse|shared, density=, "
-                                  "layers=, all-linear, reset");
-        }
+        const char *why = compact_option(opt, &o, layers, sizeof layers, &seen_density);
+        if (why) return bad_spec(spec, why);
     }
     if (seen_density && !o.sparse) return bad_spec(spec, "density= applies to proj=sparse");
     actc_policy *inner = NULL;
@@ -352,27 +335,8 @@ static actc_status parse_compact(const char *spec, actc_policy **out)
     }
     actc_status st = policy_create(inner_spec ? inner_spec : "none", &inner);
     if (st != ACTC_OK) return st;
-    /* The canonical spelling: every option that is not the default. */
-    /* The canonical spec parses back to the same policy (checkpoints rebuild
-     * it from the text): floats in full precision, a fraction with its
-     * point ("r=1.0" is not the rank "r=1"). */
-    char canon[ACTC_POLICY_MAX], frac[32];
-    snprintf(frac, sizeof frac, "%.17g", o.fraction);
-    if (!strpbrk(frac, ".e")) strcat(frac, ".0");
-    int len = o.rank ? snprintf(canon, sizeof canon, "compact:r=%d", o.rank)
-                     : snprintf(canon, sizeof canon, "compact:r=%s", frac);
-#define ADD(...) len += snprintf(canon + len, len < (int)sizeof canon ? sizeof canon - (size_t)len : 0, __VA_ARGS__)
-    if (o.gap) ADD(",gap=%u", o.gap);
-    else ADD(",gap=none");
-    ADD(",scale=%.9g", (double)o.scale);
-    if (o.sparse) ADD(",proj=sparse,density=%.9g", (double)o.density);
-    if (o.shared_seed) ADD(",proj=shared");
-    if (strcmp(layers, ACTC_COMPACT_LAYERS)) ADD(",layers=%s", layers);
-    if (o.all_linear) ADD(",all-linear");
-    if (o.reset) ADD(",reset");
-    if (inner_spec) ADD("+%s", inner->spec);
-#undef ADD
-    if (len >= (int)sizeof canon) {
+    char canon[ACTC_POLICY_MAX];
+    if (compact_canon(&o, layers, inner_spec ? inner->spec : NULL, canon, sizeof canon) >= (int)sizeof canon) {
         actc__policy_free(inner);
         return bad_spec(spec, "too long");
     }

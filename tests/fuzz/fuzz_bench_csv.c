@@ -1,4 +1,4 @@
-/* Fuzz target: actc bench's results.csv reader (tools/bench_csv.c).  Every
+/* Fuzz target: actc bench's results.csv reader (bench/harness/csv.c).  Every
  * input loads, dropping the rows it names as damaged, or is refused (a
  * header of another version, rows of other settings); what loads holds
  * only checked rows (a known kind and status, names, numbers finite and
@@ -9,7 +9,7 @@
 #include <math.h>
 #include <stdarg.h>
 
-/* bench_child.c's, which the reader uses for its temporary name. */
+/* bench/harness/child.c's, which the reader uses for its temporary name. */
 int bench_path(char *buf, size_t cap, const char *fmt, ...)
 {
     va_list ap;

@@ -1,8 +1,9 @@
-/* The gradient forms' internals (gradient.c), for the engine (tape.c folds
- * a completed gradient into its form), the optimizers, clipping, the GACT
- * controller and the memory report. */
-#ifndef ACTC_GRADIENT_H
-#define ACTC_GRADIENT_H
+/* The gradient layer (form.c): a parameter's gradient in its form (dense,
+ * low-rank or encoded), for the engine (tape.c folds a completed gradient
+ * into its form), the optimizers, clipping, data parallelism, the GACT
+ * controller and the memory report.  Over core and codec only. */
+#ifndef ACTC_GRAD_H
+#define ACTC_GRAD_H
 #include "actc.h"
 
 /* 1 if t holds a gradient in any form. */
@@ -10,8 +11,10 @@ int actc__grad_present(const actc_tensor *t);
 /* The form of the gradient t holds (DENSE when it holds none). */
 actc_grad_form actc__grad_form(const actc_tensor *t);
 /* Backward will add to t's gradient no more this pass: fold the dense
- * gradient into t's encoded form, if it has one (else nothing). */
-actc_status actc__grad_complete(actc_ctx *ctx, actc_tensor *t);
+ * gradient into t's encoded form, if it has one (else nothing), rounding
+ * with the streams of (seed, stream): the context's seed and the
+ * micro-batch's stream. */
+actc_status actc__grad_complete(actc_tensor *t, uint64_t seed, uint64_t stream);
 /* The low-rank factor and its projection, or NULL if t's gradient is not
  * low-rank. */
 const actc_tensor *actc__grad_factor(const actc_tensor *t, actc_projection *proj);
@@ -26,8 +29,9 @@ void actc__grad_scale(actc_tensor *t, float c);
  * (the parameter's numel, or a low-rank gradient's factor), wire_get
  * writes them (zeros without a gradient, an encoded one decoded), wire_set
  * replaces the gradient by them in the same form (an encoded one
- * re-encoded; nothing when t holds none). */
+ * re-encoded with the streams of (seed, step), the same on every rank;
+ * nothing when t holds none). */
 size_t actc__grad_wire_len(const actc_tensor *t);
 actc_status actc__grad_wire_get(const actc_tensor *t, float *out);
-actc_status actc__grad_wire_set(actc_ctx *ctx, actc_tensor *t, const float *in);
+actc_status actc__grad_wire_set(actc_tensor *t, uint64_t seed, uint64_t step, const float *in);
 #endif

@@ -3,10 +3,12 @@
  * F P^T, added by an operator that saved a projection) or encoded with a
  * codec between backward passes (folded in when backward completes the
  * gradient, so micro-batches accumulate in the encoded form).  The
- * optimizers, clipping, the GACT controller and the memory report reach
- * the forms through the functions below (gradient.h). */
-#include "gradient.h"
-#include "autograd.h"
+ * engine, the optimizers, clipping, data parallelism, the GACT controller
+ * and the memory report reach the forms through the functions below
+ * (grad.h).  This layer sits on core and codec only: the random streams it
+ * rounds with come from its callers as (seed, stream). */
+#include "grad.h"
+#include "../codec/codec.h"
 #include "../core/core.h"
 #include <limits.h>
 #include <math.h>
@@ -167,7 +169,7 @@ static void decode_scaled(const form_state *g, size_t n, float *out)
 /* Encode x (t->numel floats) as t's gradient, replacing the blob held,
  * with rounding streams keyed by (seed, stream).  Nothing changes unless it
  * succeeds. */
-static actc_status encode_as(actc_ctx *ctx, uint64_t stream, actc_tensor *t, form_state *g, const float *x)
+static actc_status encode_as(uint64_t seed, uint64_t stream, actc_tensor *t, form_state *g, const float *x)
 {
     const size_t n = t->numel;
     actc_codec_args a;
@@ -176,8 +178,8 @@ static actc_status encode_as(actc_ctx *ctx, uint64_t stream, actc_tensor *t, for
     a.ndim = 1;
     a.shape[0] = n <= INT_MAX ? (int)n : INT_MAX; /* 1-D: one sample, whatever the shape says */
     const uint64_t h = actc_hash_bytes(ACTC_HASH_START, t->name, strlen(t->name));
-    a.key = actc_rng_key(ctx->seed ^ 0x4752414453ULL, stream, t->name[0] ? h : t->id);
-    const size_t bytes = g->codec->plan(&a, x, n);
+    a.key = actc_rng_key(seed ^ 0x4752414453ULL, stream, t->name[0] ? h : t->id);
+    const size_t bytes = g->codec->plan(&a, n);
     void *blob = actc_mem_alloc(ACTC_MEM_GRAD, bytes);
     if (!blob) return actc_last_status();
     g->codec->encode(&a, x, n, blob);
@@ -189,7 +191,7 @@ static actc_status encode_as(actc_ctx *ctx, uint64_t stream, actc_tensor *t, for
     return ACTC_OK;
 }
 
-actc_status actc__grad_complete(actc_ctx *ctx, actc_tensor *t)
+actc_status actc__grad_complete(actc_tensor *t, uint64_t seed, uint64_t stream)
 {
     form_state *g = fs(t);
     if (!g || !t->grad) return ACTC_OK;
@@ -209,7 +211,7 @@ actc_status actc__grad_complete(actc_ctx *ctx, actc_tensor *t)
         for (size_t i = 0; i < n; i++) tmp[i] += sum[i];
         sum = tmp;
     }
-    actc_status s = encode_as(ctx, actc__stream_step(ctx), t, g, sum);
+    actc_status s = encode_as(seed, stream, t, g, sum);
     actc_mem_free(tmp);
     if (s != ACTC_OK) return s;
     actc_tensor *dense = t->grad; /* not actc_tensor_drop_grad: that clears every form */
@@ -234,13 +236,13 @@ actc_status actc__grad_wire_get(const actc_tensor *t, float *out)
     return actc_grad_to_dense(t, out);
 }
 
-actc_status actc__grad_wire_set(actc_ctx *ctx, actc_tensor *t, const float *in)
+actc_status actc__grad_wire_set(actc_tensor *t, uint64_t seed, uint64_t step, const float *in)
 {
     form_state *g = fs(t);
     switch (actc__grad_form(t)) {
     /* The same stream on every rank (not the rank's): the reduced gradient
      * must round alike everywhere, or the replicas drift apart. */
-    case ACTC_GRAD_QUANT: return encode_as(ctx, actc_rng_key(ctx->step, 0, 0x57495245ULL), t, g, in);
+    case ACTC_GRAD_QUANT: return encode_as(seed, actc_rng_key(step, 0, 0x57495245ULL), t, g, in);
     case ACTC_GRAD_LOWRANK: memcpy(g->factor->data, in, g->factor->numel * sizeof *in); return ACTC_OK;
     default:
         if (t->grad) memcpy(t->grad->data, in, t->numel * sizeof *in);

@@ -2,9 +2,10 @@
  * configuration run by the `actc` commands themselves (train, maxbatch,
  * variance) in a fresh child process, so every figure is the one a single
  * run prints and the peak RSS is the child's alone.  cmd_bench.c builds
- * the matrix and runs it; bench_child.c runs one configuration and reads
- * its figures; bench_csv.c keeps the rows (the record a killed suite
- * resumes from); bench_report.c writes the markdown report and the plots. */
+ * the matrix and runs it; child.c runs one configuration and reads its
+ * figures; csv.c keeps the rows (the record a killed suite resumes from);
+ * report.c writes the markdown report and the plots.  The command's entry
+ * (tools/main.c) only dispatches here. */
 #ifndef ACTC_BENCH_H
 #define ACTC_BENCH_H
 #include "actc.h"
@@ -72,7 +73,7 @@ extern const char *const bench_acc_image[], *const bench_acc_lm[], *const bench_
  * beyond what a one-hour suite can search, so those rows say "at least". */
 #define BENCH_SEQ_LIMIT 16384
 
-/* ---- bench_csv.c ---- */
+/* ---- csv.c ---- */
 typedef struct {
     bench_row *rows;
     int n, cap;
@@ -97,7 +98,7 @@ int bench_csv_append(const char *path, bench_table *t, const bench_row *r);
 const bench_row *bench_table_find(const bench_table *t, const char *key);
 void bench_table_free(bench_table *t);
 
-/* ---- bench_child.c ---- */
+/* ---- child.c ---- */
 /* snprintf for paths: 0, or 1 when the path did not fit (buf then holds
  * an empty string, so nothing is written to a truncated name). */
 int bench_path(char *buf, size_t cap, const char *fmt, ...)
@@ -123,7 +124,7 @@ void bench_run_row(bench_row *r, char *const argv[], const char *log_path, const
  * or NAN. */
 double bench_json_num(const char *json, const char *key, int last);
 
-/* ---- bench_report.c ---- */
+/* ---- report.c ---- */
 typedef struct {
     const char *out_dir;       /* OUT: report.md and plots/ go there          */
     const char *suite;
