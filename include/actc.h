@@ -340,6 +340,8 @@ typedef struct actc_tensor {
     uint32_t version_;         /* bumped by actc_tensor_mark_changed           */
     int store_refs_;           /* saves holding the data by reference: while
                                   any does, its bytes count as CONTEXT        */
+    struct actc_node *producer_; /* the last live tape node whose output
+                                  this is, or NULL                          */
 } actc_tensor;
 
 /* New tensor with uninitialised data in category cat. NULL on failure. */
@@ -643,7 +645,10 @@ ACTC_API actc_tensor *actc_segment(actc_ctx *ctx, actc_segment_fn fn, void *user
  * added here; a policy that wants them sets its plan for them. */
 typedef enum {
     ACTC_REGION_BLOCK = 0, /* a residual or transformer block: recompute =
-                              segment checkpointing (GACT's CB levels)        */
+                              segment checkpointing (GACT's CB levels); the
+                              saves made inside one know it, whatever the
+                              plan (compact projects the linear layers of
+                              the blocks by default)                          */
     ACTC_REGION_ATTN,      /* attention's probabilities: recompute = the
                               memory-efficient form (ACTC_ATTN_FLASH), save =
                               the textbook one (ACTC_ATTN_NAIVE)              */
@@ -887,9 +892,9 @@ struct actc_node {
     actc_tensor **held_;                      /* parameters a segment holds    */
     int n_held_;
     int uses_released_;
-    int region_;                              /* an input-recompute region:
-                                                 a save of its output keeps a
-                                                 reference to it           */
+    /* an input-recompute region: a save of its output keeps a reference to
+     * the node, and a load calls this to rerun it (NULL for other nodes) */
+    actc_tensor *(*rerun_)(actc_ctx *ctx, actc_node *node);
 };
 
 /* Record on ctx's tape a node for output y computed from inputs in[0..n-1]
@@ -1556,7 +1561,8 @@ typedef struct {
     float min_lr;          /* cosine floor                                  */
     uint64_t warmup_steps; /* step s < W gets base_lr*(s+1)/W, then the
                               schedule runs on step - W                     */
-    uint64_t total_steps;  /* cosine horizon (warm-up included); min_lr after */
+    uint64_t total_steps;  /* cosine horizon (warm-up included); min_lr after;
+                              0: no horizon, no decay                       */
     uint64_t step_size;    /* step decay every step_size steps              */
     float gamma;           /* step decay factor                             */
 } actc_lr_schedule;
@@ -1821,6 +1827,22 @@ typedef struct {
 
 /* The defaults above. */
 ACTC_API actc_trainer_opts actc_trainer_default_opts(void);
+/* The recipe for a model family (model: a name actc_model_create takes;
+ * NULL or unknown: an image classifier's), the one `actc train` uses: the
+ * defaults above with a cosine schedule after 50 warm-up steps, and
+ *   language models (actc_model_name_takes_tokens): adamw, beta2 0.99,
+ *     clip 1 (short runs on few tokens per step, as nanoGPT's
+ *     character-level set-up);
+ *   graph networks (actc_model_name_takes_graph): adamw at lr 0.01 and
+ *     weight decay 5e-4 (the GCN and GAT papers'), a constant rate, no
+ *     warm-up.
+ * lr and weight decay are otherwise left to the optimizer's defaults;
+ * schedule.total_steps is the caller's (epochs x batches per epoch). */
+ACTC_API actc_trainer_opts actc_trainer_opts_for_model(const char *model);
+/* Check o (NULL: the defaults) as actc_trainer_new does, policy spec
+ * included, without a model: ACTC_ERR_INVALID naming the first bad option,
+ * so that a command can refuse a configuration before it loads data. */
+ACTC_API actc_status actc_trainer_check_opts(const actc_trainer_opts *o);
 /* A trainer for model m (which must outlive it).  Checks every option
  * (unknown policy or optimizer, lr, betas, min_lr above lr...) and fails
  * with ACTC_ERR_INVALID naming it.  o NULL: the defaults.  The option
@@ -2091,7 +2113,9 @@ typedef struct {
     int ranks, rank, grad_comm, buckets;
     uint64_t steps;            /* steps communicated                          */
     size_t floats;             /* gradient floats per step (a low-rank one's
-                                  factor counted)                             */
+                                  factor counted; in 8 bits each parameter
+                                  rounded up to whole blocks of 256, so that
+                                  no block mixes two parameters)              */
     size_t fp32_floats;        /* the same at the parameters' dense shapes   */
     size_t bytes_sent;         /* bytes this rank sends per step: for 8 bits
                                   its all-to-all payload and its own share to
@@ -2124,12 +2148,69 @@ ACTC_API int actc_memory_report(const actc_mem_stats *ms, const actc_store_stats
 ACTC_API int actc_trainer_report(const actc_trainer *t, int format, char *buf, size_t cap);
 /* The same written to f. */
 ACTC_API actc_status actc_trainer_report_file(const actc_trainer *t, int format, FILE *f);
+/* The controller's tensor table (actc_controller_tensors: GACT's per-tensor
+ * sensitivity and bits) written to f: as text, a row per tensor (scope,
+ * operator, shape, c_l, bits, stored and fp32 bytes) and a line of totals
+ * with V(b); as JSON, an array (no newline) of {"scope", "op", "shape"
+ * ("AxBxC"), "c", "bits", "stored", "fp32"}.  An empty table (another
+ * policy, c NULL) is the header and totals, or []. */
+ACTC_API actc_status actc_controller_report_file(const actc_controller *c, int format, FILE *f);
 /* The context ratio of the store statistics: context_none / context_bytes,
  * how many times smaller the context before backward is than what `none`
  * keeps for the same step; without a reference (context_none 0),
  * context_fp32 / context_bytes (the same saves in fp32).  0 if no backward
  * began with anything stored. */
 ACTC_API double actc_context_ratio(const actc_store_stats *ss);
+
+/* ------------------------------------------------------------------------ */
+/* A run's log: JSON lines                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* The records `actc train --log FILE` appends, one JSON object per line,
+ * each flushed at once (a run that dies keeps every record before it).
+ * Each actc_log_ call writes one record to f and returns ACTC_ERR_IO when
+ * writing fails (f's error indicator set, by this write or an earlier one),
+ * ACTC_ERR_INVALID for a NULL argument.  Names are JSON strings; a
+ * non-finite figure prints as nan or inf, which JSON parsers refuse (a run
+ * that diverged fails before its epoch record). */
+
+/* s as a JSON string (quoted, '"', '\\' and control characters escaped;
+ * NULL as ""), into f. */
+ACTC_API void actc_json_string(FILE *f, const char *s);
+/* {"event":"step","epoch":E,"step":S,"loss":L,"lr":R,"UNIT_per_s":X}: the
+ * step the progress callback p reports (epoch 1-based; p->last required),
+ * rate in unit per second ("samples", "tokens"). */
+ACTC_API actc_status actc_log_step(FILE *f, const actc_progress *p, const char *unit, double rate);
+/* What an epoch's record holds besides the trainer's own figures. */
+typedef struct {
+    const char *model;            /* the model's name (required)               */
+    int batch;                    /* samples (windows) per step                */
+    int seq;                      /* language models: tokens per window (the
+                                     record then gives val_bpb and rates in
+                                     tokens); 0 otherwise                      */
+    const char *eval_name;        /* "val" or "test": what eval measured
+                                     (required with eval)                     */
+    const actc_eval_result *eval; /* the held-out evaluation; NULL: none       */
+    const actc_eval_result *test; /* a second one on test data (graph runs:
+                                     the test nodes); NULL: none              */
+    const actc_dist_stats *comm;  /* data parallel: this rank's communication;
+                                     NULL: one process                        */
+} actc_log_epoch_info;
+/* {"event":"epoch","epoch":E,"step":S,"model":..,"policy":..,"batch":..,
+ * "train_loss":..,"train_acc":.., [EVAL_acc, EVAL_loss,] [val_bpb, seq,]
+ * [test_acc, test_loss,] [comm:{..},] "time_ms":{per step: forward, codecs,
+ * backward, update, controller}, "samples_per_s"|"tokens_per_s", "seconds",
+ * "memory":{actc_trainer_report's JSON}}: the epoch er that t just
+ * finished. */
+ACTC_API actc_status actc_log_epoch(FILE *f, const actc_trainer *t, const actc_epoch_result *er,
+                                    const actc_log_epoch_info *info);
+/* {"event":"adapt","step":S,"tensors":[...]}: the controller re-allocated
+ * its bits at step S (actc_controller_adapted). */
+ACTC_API actc_status actc_log_adapt(FILE *f, const actc_controller *c, uint64_t step);
+/* {"event":"variance_alert","step":S,"compression_variance":V,
+ * "gradient_variance":G}: the controller's variance alert at step S
+ * (actc_controller_take_alert gave one). */
+ACTC_API actc_status actc_log_alert(FILE *f, const actc_controller *c, uint64_t step);
 
 /* ------------------------------------------------------------------------ */
 /* Largest batch under a memory budget                                       */

@@ -391,7 +391,14 @@ static void test_policy_plans(void **state)
     actc_tensor_release(w);
 }
 
-/* Which layers: layers= globs over scopes, inputs another save keeps left
+/* A model's block holding one linear layer (user: the weight). */
+static actc_tensor *linear_block(actc_ctx *ctx, actc_tensor *x, void *user)
+{
+    return actc_linear(ctx, x, user, NULL);
+}
+
+/* Which layers: by default those inside the model's blocks (not by scope
+ * name), else layers= globs over scopes; inputs another save keeps left
  * exact unless all-linear, and a policy that projects nothing is an error
  * at the end of backward. */
 static void test_layer_selection(void **state)
@@ -404,17 +411,20 @@ static void test_layer_selection(void **state)
     tu_fill_uniform(w, 2, -0.3f, 0.3f);
     static const struct {
         const char *policy, *scope;
-        int kept, lowrank;
+        int kept, block, lowrank;
     } cases[] = {
-        {"compact:layers=*.attn", "h0.attn", 0, 1}, {"compact:layers=*.attn", "h0.mlp", 0, 0},
-        {"compact:layers=*.attn|*.mlp", "h0.mlp", 0, 1}, {"compact", "h2.attn", 1, 0},
-        {"compact:all-linear", "h2.attn", 1, 1},
+        {"compact:layers=*.attn", "h0.attn", 0, 0, 1}, {"compact:layers=*.attn", "h0.mlp", 0, 1, 0},
+        {"compact:layers=*.attn|*.mlp", "h0.mlp", 0, 0, 1}, {"compact", "h0.mlp", 0, 1, 1},
+        {"compact", "h0.attn", 0, 0, 0}, {"compact", "head", 0, 0, 0}, {"compact", "h2.attn", 1, 1, 0},
+        {"compact:all-linear", "h2.attn", 1, 1, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         actc_ctx *ctx = ctx_with(cases[i].policy, 1);
         assert_int_equal(actc_scope_push(ctx, cases[i].scope), ACTC_OK);
         actc_tensor *m = cases[i].kept ? actc_mul(ctx, x, c) : NULL;
-        actc_tensor *y = actc_linear(ctx, x, w, NULL);
+        actc_tensor *y = cases[i].block ? actc_region(ctx, ACTC_REGION_BLOCK, linear_block, w, x)
+                                        : actc_linear(ctx, x, w, NULL);
+        assert_non_null(y);
         actc_scope_pop(ctx);
         actc_tensor *loss = tu_wsum(ctx, y, 1);
         if (m) {
@@ -434,7 +444,8 @@ static void test_layer_selection(void **state)
              * naming the layers the policy looked for */
             assert_int_equal(st, ACTC_ERR_INVALID);
             assert_non_null(strstr(actc_last_error(), "projected no linear layer"));
-            assert_non_null(strstr(actc_last_error(), "*.attn"));
+            const char *p = strchr(cases[i].policy, '=');
+            assert_non_null(strstr(actc_last_error(), p ? p + 1 : "inside the model's blocks"));
         }
         actc_tensor_release(loss);
         actc_tensor_release(y);

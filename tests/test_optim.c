@@ -312,6 +312,12 @@ static void test_schedules(void **state)
     LR(&c, 10, 1.0);
     LR(&c, 60, 0.55);
     LR(&c, 110, 0.1);
+    /* No horizon (total_steps 0): no decay after the warm-up, rather than
+     * the floor from step W on. */
+    c.total_steps = 0;
+    LR(&c, 9, 1.0);
+    LR(&c, 10, 1.0);
+    LR(&c, 100000, 1.0);
 }
 
 static void test_lr_parse(void **state)

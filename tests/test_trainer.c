@@ -712,6 +712,36 @@ static void test_bad_options(void **state)
     o.accum = 0;
     assert_int_equal(actc_trainer_new(m, &o, &t), ACTC_ERR_INVALID);
     assert_null(t);
+    /* Every option the trainer takes is checked by it, and the same check
+     * runs without a model (what a command calls before loading data). */
+    static const struct {
+        const char *field, *message;
+    } bad[] = {{"momentum", "momentum 1,"}, {"beta1", "beta1 -0.5 and"}, {"beta2", "beta2 nan must"}, {"eps", "eps 0 must"},
+               {"clip", "clip inf must"}, {"grad_bits", "grad_bits 4"}, {"adapt_interval", "adapt_interval 0"},
+               {"alert", "alert_fraction inf"}, {"policy", "quant:9"}, {"wd", "weight decay nan"},
+               {"min_lr", "min lr -1 must"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        o = actc_trainer_default_opts();
+        const char *f = bad[i].field;
+        if (!strcmp(f, "momentum")) o.momentum = 1.0f;
+        if (!strcmp(f, "beta1")) o.beta1 = -0.5f;
+        if (!strcmp(f, "beta2")) o.beta2 = NAN;
+        if (!strcmp(f, "eps")) o.eps = 0.0f;
+        if (!strcmp(f, "clip")) o.clip = INFINITY;
+        if (!strcmp(f, "grad_bits")) o.grad_bits = 4;
+        if (!strcmp(f, "adapt_interval")) o.controller.adapt_interval = 0;
+        if (!strcmp(f, "alert")) o.controller.alert_fraction = INFINITY;
+        if (!strcmp(f, "policy")) o.policy = "quant:9";
+        if (!strcmp(f, "wd")) o.weight_decay = NAN;
+        if (!strcmp(f, "min_lr")) o.schedule.min_lr = -1.0f; /* a constant rate: lr_check reads no floor */
+        assert_int_equal(actc_trainer_check_opts(&o), ACTC_ERR_INVALID);
+        if (!strstr(actc_last_error(), bad[i].message)) fail_msg("%s: '%s'", f, actc_last_error());
+        assert_int_equal(actc_trainer_new(m, &o, &t), ACTC_ERR_INVALID);
+        assert_null(t);
+    }
+    o = actc_trainer_default_opts();
+    assert_int_equal(actc_trainer_check_opts(&o), ACTC_OK);
+    assert_int_equal(actc_trainer_check_opts(NULL), ACTC_OK);
     /* A batch without labels for a built-in model. */
     assert_int_equal(actc_trainer_new(m, NULL, &t), ACTC_OK);
     int32_t ids[16] = {0};
@@ -721,6 +751,113 @@ static void test_bad_options(void **state)
     assert_int_equal(actc_trainer_steps(t), 0);
     actc_trainer_free(t);
     actc_model_free(m);
+}
+
+/* The recipes of the model families: images SGD under a cosine schedule,
+ * language models AdamW with beta2 0.99 and clipping, graph networks AdamW
+ * at the papers' rate and decay, constant; each passes the trainer's
+ * checks. */
+static void test_recipes(void **state)
+{
+    (void)state;
+    const actc_trainer_opts def = actc_trainer_default_opts();
+    actc_trainer_opts o = actc_trainer_opts_for_model("resnet20");
+    assert_string_equal(o.optim, "sgd");
+    assert_int_equal(o.schedule.kind, ACTC_LR_COSINE);
+    assert_int_equal(o.schedule.warmup_steps, 50);
+    assert_true(o.lr == 0.0f && o.weight_decay < 0 && o.clip == 0.0f && o.beta2 == def.beta2);
+    assert_int_equal(actc_trainer_check_opts(&o), ACTC_OK);
+    actc_trainer_opts n = actc_trainer_opts_for_model(NULL); /* an image classifier's */
+    assert_true(!strcmp(n.optim, "sgd") && n.schedule.kind == ACTC_LR_COSINE && n.schedule.warmup_steps == 50);
+    o = actc_trainer_opts_for_model("llama-mini");
+    assert_string_equal(o.optim, "adamw");
+    assert_true(o.beta2 == 0.99f && o.clip == 1.0f && o.lr == 0.0f);
+    assert_int_equal(o.schedule.kind, ACTC_LR_COSINE);
+    assert_int_equal(actc_trainer_check_opts(&o), ACTC_OK);
+    o = actc_trainer_opts_for_model("gat");
+    assert_string_equal(o.optim, "adamw");
+    assert_true(o.lr == 0.01f && o.weight_decay == 5e-4f);
+    assert_int_equal(o.schedule.kind, ACTC_LR_CONSTANT);
+    assert_int_equal(o.schedule.warmup_steps, 0);
+    assert_int_equal(actc_trainer_check_opts(&o), ACTC_OK);
+    /* The rest is the defaults'. */
+    assert_true(o.seed == def.seed && o.accum == def.accum && o.momentum == def.momentum);
+}
+
+static int starts(const char *s, const char *prefix) { return !strncmp(s, prefix, strlen(prefix)); }
+
+/* Logs each step's record from the progress callback. */
+static int log_steps(actc_trainer *t, const actc_progress *p, void *user)
+{
+    (void)t;
+    assert_int_equal(actc_log_step(user, p, "tokens", 123.0), ACTC_OK);
+    return 0;
+}
+
+/* The run's JSON lines: one record a line with the figures of the step,
+ * the epoch and the controller, written by the library; a failed write is
+ * an error, not a lost record. */
+static void test_log_records(void **state)
+{
+    (void)state;
+    actc_text_corpus c = corpus(4096);
+    actc_source *src = NULL, *ev = NULL;
+    assert_int_equal(actc_source_text(&c, 4, 16, 7, 3, &src), ACTC_OK);
+    assert_int_equal(actc_source_text_eval(&c, 16, 256, 4, &ev), ACTC_OK);
+    actc_model *m = tiny_gpt();
+    actc_trainer *t = trainer_for(m, "gact:4", "adamw");
+    char path[256];
+    tpath(path, "run.jsonl");
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    actc_epoch_result er;
+    assert_int_equal(actc_trainer_train_epoch(t, src, log_steps, f, &er), ACTC_OK);
+    actc_eval_result val;
+    assert_int_equal(actc_trainer_evaluate(t, ev, &val), ACTC_OK);
+    const actc_log_epoch_info li = {"gpt", 4, 16, "val", &val, NULL, NULL};
+    assert_int_equal(actc_log_epoch(f, t, &er, &li), ACTC_OK);
+    assert_int_equal(actc_log_adapt(f, actc_trainer_controller(t), 0), ACTC_OK);
+    assert_int_equal(actc_log_alert(f, actc_trainer_controller(t), 2), ACTC_OK);
+    fclose(f);
+    char line[8192], want[128];
+    f = fopen(path, "r");
+    assert_non_null(f);
+    for (int step = 1; step <= 3; step++) { /* the steps, in order */
+        assert_non_null(fgets(line, sizeof line, f));
+        snprintf(want, sizeof want, "{\"event\":\"step\",\"epoch\":1,\"step\":%d,\"loss\":", step);
+        assert_true(starts(line, want));
+        assert_non_null(strstr(line, "\"tokens_per_s\":123.00}\n"));
+    }
+    assert_non_null(fgets(line, sizeof line, f));
+    snprintf(want, sizeof want, "\"val_loss\":%.6f,\"val_bpb\":%.6f,\"seq\":16,", val.loss, val.loss / M_LN2);
+    assert_true(starts(line, "{\"event\":\"epoch\",\"epoch\":1,\"step\":3,\"model\":\"gpt\",\"policy\":\"gact:4"));
+    assert_non_null(strstr(line, want));
+    snprintf(want, sizeof want, "\"train_loss\":%.6f,", er.loss);
+    assert_non_null(strstr(line, want));
+    assert_null(strstr(line, "test_acc")); /* no test set given */
+    assert_null(strstr(line, "comm"));
+    assert_non_null(strstr(line, "\"memory\":{"));
+    assert_non_null(strstr(line, "}}\n"));
+    assert_non_null(fgets(line, sizeof line, f));
+    assert_true(starts(line, "{\"event\":\"adapt\",\"step\":0,\"tensors\":[{\"scope\":"));
+    assert_non_null(fgets(line, sizeof line, f));
+    assert_true(starts(line, "{\"event\":\"variance_alert\",\"step\":2,\"compression_variance\":"));
+    assert_null(fgets(line, sizeof line, f));
+    fclose(f);
+    /* Refusals: a NULL argument, a write that fails (a full disk). */
+    assert_int_equal(actc_log_epoch(NULL, t, &er, &li), ACTC_ERR_INVALID);
+    const actc_log_epoch_info unnamed = {"gpt", 4, 16, NULL, &val, NULL, NULL};
+    assert_int_equal(actc_log_epoch(stderr, t, &er, &unnamed), ACTC_ERR_INVALID);
+    FILE *full = fopen("/dev/full", "w");
+    if (full) {
+        assert_int_equal(actc_log_epoch(full, t, &er, &li), ACTC_ERR_IO);
+        fclose(full);
+    }
+    actc_trainer_free(t);
+    actc_model_free(m);
+    actc_source_free(src);
+    actc_source_free(ev);
+    actc_text_free(&c);
 }
 
 /* Gradients held in bf16 between two micro-batches: the trainer steps on
@@ -1106,7 +1243,8 @@ int main(void)
         cmocka_unit_test(test_bad_options),            cmocka_unit_test(test_report_and_maxbatch),
         cmocka_unit_test(test_encoded_gradients_in_trainer), cmocka_unit_test(test_profile),
         cmocka_unit_test(test_rank_states),            cmocka_unit_test(test_none_reference),
-        cmocka_unit_test(test_counting_context),
+        cmocka_unit_test(test_counting_context),       cmocka_unit_test(test_recipes),
+        cmocka_unit_test(test_log_records),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

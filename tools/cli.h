@@ -85,8 +85,6 @@ int cli_machine_warn(FILE *f);
 /* The machine as JSON members (no braces): "cpu":{...},"openblas":{...},
  * "dnnl":"...","gemm":{...},"conv":"...","threads":N,"deterministic":0|1. */
 void cli_machine_json(FILE *f);
-/* s as a JSON string, quoted and escaped. */
-void cli_json_string(FILE *f, const char *s);
 
 /* ---- data parallelism (tools/dist.c) ---- */
 typedef struct {
@@ -150,11 +148,6 @@ void progress_update(progress *p, int epoch, int epochs, int step, int steps, do
                      double acc, double samples_per_s);
 void progress_done(progress *p);
 
-/* GACT's per-tensor table: operator, scope, shape, sensitivity, bits and
- * bytes of each saved tensor, then the totals. */
-void report_tensors(FILE *f, const actc_controller *c);
-/* The same as a JSON array (no newline). */
-void report_tensors_json(FILE *f, const actc_controller *c);
 /* After a training step: when the controller adapted, a line on stdout (after
  * a progress bar: on a new line) and, with a log, an "adapt" record with the
  * tensor table; a pending variance alert goes to stderr and the log. */

@@ -230,7 +230,7 @@ static int inspect_compact(const inspect_opts *o, FILE *log)
     printf("  (CONTEXT: saved for backward, at the end of the forward pass; GRAD: the gradients before the update;\n"
            "   OPTIM: the optimizer's state)\n");
     const actc_controller *ctrl = actc_trainer_controller(r.t);
-    if (!strncasecmp(codec, "gact:", 5)) report_tensors(stdout, ctrl);
+    if (!strncasecmp(codec, "gact:", 5)) actc_controller_report_file(ctrl, ACTC_REPORT_TEXT, stdout);
     if (log)
         fprintf(log, "{\"event\":\"inspect\",\"model\":\"%s\",\"policy\":\"%s\",\"without\":{\"context\":%zu,"
                      "\"grad\":%zu,\"optim\":%zu},\"with\":{\"context\":%zu,\"grad\":%zu,\"optim\":%zu}}\n",
@@ -402,11 +402,11 @@ static int inspect_gact(const inspect_opts *o, FILE *log)
     printf("inspect: model %s, policy %s, batch %d, sensitivity passes on %d sample(s) at 4 bits\n", o->model,
            actc_trainer_get_opts(r.t)->policy, r.samples,
            o->co.estimate_samples && o->co.estimate_samples < r.samples ? o->co.estimate_samples : r.samples);
-    report_tensors(stdout, ctrl);
+    actc_controller_report_file(ctrl, ACTC_REPORT_TEXT, stdout);
     if (log) {
         fprintf(log, "{\"event\":\"inspect\",\"model\":\"%s\",\"policy\":\"%s\",\"tensors\":", o->model,
                 actc_trainer_get_opts(r.t)->policy);
-        report_tensors_json(log, ctrl);
+        actc_controller_report_file(ctrl, ACTC_REPORT_JSON, log);
         fprintf(log, "}\n");
     }
     char canon[ACTC_POLICY_MAX];

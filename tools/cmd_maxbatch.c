@@ -197,17 +197,17 @@ static int cmd_maxbatch(int argc, char **argv)
     mo.start = o.start;
     mo.limit = o.limit;
     mo.resolution = o.resolution;
+    /* actc train's recipe for the model (its optimizer decides the state
+     * a trial holds). */
+    mo.trainer = actc_trainer_opts_for_model(o.model);
     mo.trainer.policy = o.compress;
-    mo.trainer.optim = o.optim ? o.optim : actc_model_name_takes_tokens(o.model) || gr ? "adamw" : "sgd";
+    if (o.optim) mo.trainer.optim = o.optim;
     mo.trainer.seed = o.seed;
     mo.trainer.grad_bits = o.grad_bits;
     mo.trainer.controller.estimate_samples = o.estimate;
-    /* Fail early with the real reason if the model or policy is unknown. */
-    if (cli_check_model(o.model, &mo.model_opts, "--model") || cli_check_policy(o.compress, "--compress")) return 2;
-    if (strcmp(mo.trainer.optim, "sgd") && strcmp(mo.trainer.optim, "adamw")) {
-        fprintf(stderr, "error: unknown --optim '%s' (sgd or adamw)\n", mo.trainer.optim);
-        return 2;
-    }
+    /* Fail early with the real reason if the model or an option is bad. */
+    if (cli_check_model(o.model, &mo.model_opts, "--model")) return 2;
+    if (actc_trainer_check_opts(&mo.trainer) != ACTC_OK) return fail("training options"), 2;
 
     char bud[32], pk[32];
     actc_format_bytes(o.budget, bud, sizeof bud);

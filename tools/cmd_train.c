@@ -7,8 +7,12 @@
  *
  * What the command adds to the trainer: the flags, the data, the printing,
  * and its own recipe (epochs, batch, data and window options) in the
- * checkpoint's note, so that --resume continues with the same recipe. */
+ * checkpoint's note, so that --resume continues with the same recipe.  The
+ * trainer's recipe for a model family, its checks and the log's records are
+ * the library's (actc_trainer_opts_for_model, actc_trainer_check_opts,
+ * actc_log_*). */
 #include "cli.h"
+#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,16 +68,16 @@ static void build_flags(flag_def *f, void *opts)
         {"--grad-comm", F_INT, &o->grad_comm, "N", "under mpirun: all-reduce gradients in 32 bits (fp32) or 8 (AGoQ's 8-bit all-to-all + all-gather) (32)", 0},
         {"--bucket", F_BYTES, &o->bucket, "SIZE", "under mpirun: gradient bytes per all-reduce bucket (25MiB)", 0},
         {"--comm-timeout", F_INT, &o->comm_timeout, "SECONDS", "under mpirun: the longest a rank waits for the others in one exchange before the job ends naming the ranks that do not answer (600; 0: no limit)", 0},
-        {"--lr", F_FLOAT, &o->lr, "X", "peak learning rate (0.1 for sgd, 0.001 for adamw)", 0},
-        {"--optim", F_STR, &o->optim, "NAME", "sgd or adamw (sgd; language models: adamw)", 0},
+        {"--lr", F_FLOAT, &o->lr, "X", "peak learning rate (0.1 for sgd, 0.001 for adamw; graph models 0.01)", 0},
+        {"--optim", F_STR, &o->optim, "NAME", "sgd or adamw (sgd; language and graph models: adamw)", 0},
         {"--momentum", F_FLOAT, &o->momentum, "X", "SGD momentum (0.9)", 0},
         {"--nesterov", F_BOOL, &o->nesterov, "", "Nesterov momentum (on; --nesterov=0 turns it off)", 0},
-        {"--wd", F_FLOAT, &o->wd, "X", "weight decay (5e-4 sgd, 0.01 adamw)", 0},
+        {"--wd", F_FLOAT, &o->wd, "X", "weight decay (5e-4 sgd, 0.01 adamw; graph models 5e-4)", 0},
         {"--beta1", F_FLOAT, &o->beta1, "X", "AdamW first-moment decay (0.9)", 0},
         {"--beta2", F_FLOAT, &o->beta2, "X", "AdamW second-moment decay (0.999; language models 0.99)", 0},
         {"--clip", F_FLOAT, &o->clip, "X", "clip the gradients' global L2 norm to X, 0 = off (0; language models 1)", 0},
-        {"--schedule", F_STR, &o->schedule, "SPEC", "cosine | const | step:STEPS:GAMMA (cosine)", 0},
-        {"--warmup", F_U64, &o->warmup, "STEPS", "linear learning-rate warm-up steps (50)", 0},
+        {"--schedule", F_STR, &o->schedule, "SPEC", "cosine | const | step:STEPS:GAMMA (cosine; graph models const)", 0},
+        {"--warmup", F_U64, &o->warmup, "STEPS", "linear learning-rate warm-up steps (50; graph models 0)", 0},
         {"--min-lr", F_FLOAT, &o->min_lr, "X", "floor of the cosine schedule, at most --lr (0)", 0},
         {"--augment", F_BOOL, &o->augment, "", "random crop (pad 2) and horizontal flip", 0},
         {"--width", F_INT, &o->width, "N", "hidden width of the mlp (256), of a transformer or graph model (the preset's)", 0},
@@ -115,34 +119,52 @@ static void build_flags(flag_def *f, void *opts)
     memcpy(f, defs, sizeof defs);
 }
 
+/* Trainer options t (optimizer optim) into the flags' fields. */
+static void apply_trainer(train_opts *o, const actc_trainer_opts *t, const char *optim)
+{
+    snprintf(o->optim_buf, sizeof o->optim_buf, "%s", optim);
+    o->optim = o->optim_buf;
+    o->lr = t->lr;
+    o->momentum = t->momentum;
+    o->nesterov = t->nesterov;
+    o->wd = t->weight_decay;
+    o->beta1 = t->beta1;
+    o->beta2 = t->beta2;
+    o->clip = t->clip;
+    o->accum = t->accum;
+    o->grad_bits = t->grad_bits ? t->grad_bits : 32;
+    o->seed = t->seed;
+    o->warmup = t->schedule.warmup_steps;
+    o->min_lr = t->schedule.min_lr;
+    const actc_lr_schedule *s = &t->schedule;
+    if (s->kind == ACTC_LR_STEP)
+        snprintf(o->schedule_buf, sizeof o->schedule_buf, "step:%llu:%.9g", (unsigned long long)s->step_size,
+                 (double)s->gamma);
+    else snprintf(o->schedule_buf, sizeof o->schedule_buf, "%s", s->kind == ACTC_LR_COSINE ? "cosine" : "const");
+    o->schedule = o->schedule_buf;
+    o->ctl = t->controller;
+    o->alert = (float)t->controller.alert_fraction;
+}
+
 static void defaults(train_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->model = "resnet20";
     o->compress = "none";
-    o->optim = "sgd";
-    o->schedule = "cosine";
     o->progress = "auto";
     o->epochs = 1;
     o->batch = 128;
-    o->accum = 1;
-    o->grad_bits = 32;
     o->grad_comm = 32;
     o->comm_timeout = (int)ACTC_DIST_TIMEOUT_S;
-    o->nesterov = 1;
-    o->momentum = 0.9f;
-    o->wd = -1;  /* the optimizer's */
-    o->beta1 = 0.9f;
-    o->beta2 = 0.999f;
-    o->warmup = 50;
-    o->seed = 1;
     o->log_every = 50;
     o->eval_batch = 256;
     o->attention = "flash";
     o->epoch_steps = 200;
     o->eval_tokens = 65536;
-    o->ctl = actc_controller_default_opts();
-    o->alert = (float)o->ctl.alert_fraction;
+    /* The trainer's options: an image classifier's recipe until the model
+     * is known (model_recipe). */
+    const actc_trainer_opts t = actc_trainer_opts_for_model(NULL);
+    apply_trainer(o, &t, t.optim);
 }
 
 /* Everything a run owns, freed in one place. */
@@ -237,30 +259,24 @@ static void apply_checkpoint(train_opts *o, const actc_ckpt_info *info)
     o->vocab = mo->vocab;
     o->attention = mo->attention == ACTC_ATTN_NAIVE ? "naive" : "flash";
     o->dropout = mo->dropout;
-    if (!info->has_trainer) return;
-    const actc_trainer_opts *t = &info->trainer;
-    snprintf(o->optim_buf, sizeof o->optim_buf, "%s", info->optim[0] ? info->optim : "sgd");
-    o->optim = o->optim_buf;
-    o->lr = t->lr;
-    o->momentum = t->momentum;
-    o->nesterov = t->nesterov;
-    o->wd = t->weight_decay;
-    o->beta1 = t->beta1;
-    o->beta2 = t->beta2;
-    o->clip = t->clip;
-    o->accum = t->accum;
-    o->grad_bits = t->grad_bits ? t->grad_bits : 32;
-    o->seed = t->seed;
-    o->warmup = t->schedule.warmup_steps;
-    o->min_lr = t->schedule.min_lr;
-    const actc_lr_schedule *s = &t->schedule;
-    if (s->kind == ACTC_LR_STEP)
-        snprintf(o->schedule_buf, sizeof o->schedule_buf, "step:%llu:%.9g", (unsigned long long)s->step_size,
-                 (double)s->gamma);
-    else snprintf(o->schedule_buf, sizeof o->schedule_buf, "%s", s->kind == ACTC_LR_COSINE ? "cosine" : "const");
-    o->schedule = o->schedule_buf;
-    o->ctl = t->controller;
-    o->alert = (float)t->controller.alert_fraction;
+    if (info->has_trainer) apply_trainer(o, &info->trainer, info->optim[0] ? info->optim : "sgd");
+}
+
+/* The model family's recipe (actc_trainer_opts_for_model), then the
+ * command line again, which overrides it. */
+static void model_recipe(train_opts *o, flag_def *flags, int argc, char **argv)
+{
+    char model[sizeof o->model_buf];
+    int help;
+    snprintf(model, sizeof model, "%s", o->model);
+    defaults(o);
+    build_flags(flags, o);
+    memcpy(o->model_buf, model, sizeof model);
+    o->model = o->model_buf;
+    const actc_trainer_opts t = actc_trainer_opts_for_model(model);
+    apply_trainer(o, &t, t.optim);
+    flags_clear_set(flags);
+    flags_parse(flags, argc, argv, 2, &help); /* it parsed once already */
 }
 
 /* --init: the model of the checkpoint (its weights are loaded by setup),
@@ -329,6 +345,64 @@ static int resume_recipe(train_opts *o, flag_def *flags, int argc, char **argv, 
     return 0;
 }
 
+/* The trainer's options from the flags (steps: batches per epoch) into
+ * *out; ACTC_ERR_INVALID for a --schedule that does not parse. */
+static actc_status trainer_opts(const train_opts *o, int steps, actc_trainer_opts *out)
+{
+    actc_trainer_opts t = actc_trainer_default_opts();
+    t.policy = o->compress;
+    t.optim = o->optim;
+    t.lr = o->lr;
+    t.momentum = o->momentum;
+    t.nesterov = o->nesterov;
+    t.weight_decay = o->wd;
+    t.beta1 = o->beta1;
+    t.beta2 = o->beta2;
+    t.eps = 1e-8f;
+    const actc_status s = actc_lr_parse(o->schedule, &t.schedule);
+    t.schedule.min_lr = o->min_lr;
+    t.schedule.warmup_steps = o->warmup;
+    t.schedule.total_steps = (uint64_t)o->epochs * (uint64_t)steps;
+    t.clip = o->clip;
+    t.accum = o->accum;
+    t.grad_bits = o->grad_bits;
+    t.seed = o->seed;
+    t.controller = o->ctl;
+    t.controller.alert_fraction = o->alert;
+    *out = t;
+    return s;
+}
+
+/* The trainer's complaint about its options, its option names printed as
+ * this command's flags.  Returns 2. */
+static int fail_options(void)
+{
+    static const char *const name[][2] = {
+        {"adapt_interval", "--adapt-interval"}, {"estimate_samples", "--estimate-samples"},
+        {"alert_fraction", "--alert"}, {"grad_bits", "--grad-bits"}, {"weight decay", "--wd"},
+        {"momentum", "--momentum"}, {"beta1", "--beta1"}, {"beta2", "--beta2"}, {"clip", "--clip"},
+        {"accum", "--accum"}, {"min lr", "--min-lr"}, {"learning rate", "--lr"}};
+    const char *m = actc_last_error();
+    fputs("error: ", stderr);
+    for (const char *p = m; *p;) {
+        size_t i = 0, n = sizeof name / sizeof *name;
+        /* whole words only */
+        const int start = p == m || !(isalnum((unsigned char)p[-1]) || p[-1] == '_' || p[-1] == '-');
+        for (; start && i < n; i++) {
+            const size_t len = strlen(name[i][0]);
+            if (!strncmp(p, name[i][0], len) && !(isalnum((unsigned char)p[len]) || p[len] == '_')) break;
+        }
+        if (start && i < n) {
+            fputs(name[i][1], stderr);
+            p += strlen(name[i][0]);
+        } else {
+            fputc(*p++, stderr);
+        }
+    }
+    fputc('\n', stderr);
+    return 2;
+}
+
 /* Every flag checked before any data is read.  0, or exit status 2. */
 static int check_flags(train_opts *o, const flag_def *flags, int lm)
 {
@@ -366,19 +440,11 @@ static int check_flags(train_opts *o, const flag_def *flags, int lm)
         fprintf(stderr, "error: --vocab %d: byte-level text needs a vocabulary of at least 256\n", o->vocab);
         return 2;
     }
-    const int adamw = !strcmp(o->optim, "adamw");
-    if (!adamw && strcmp(o->optim, "sgd")) {
-        fprintf(stderr, "error: unknown --optim '%s' (sgd or adamw)\n", o->optim);
+    /* 0 and -1 mean "the optimizer's" to the trainer, not given values. */
+    if ((flag_was_set(flags, "--lr") && !(o->lr > 0)) || (flag_was_set(flags, "--wd") && !(o->wd >= 0))) {
+        fprintf(stderr, "error: --lr must be positive and --wd not negative\n");
         return 2;
     }
-    if (flag_was_set(flags, "--lr") && !(o->lr > 0)) {
-        fprintf(stderr, "error: --lr must be positive\n");
-        return 2;
-    }
-    if (o->lr == 0) o->lr = adamw ? 1e-3f : 0.1f;
-    if (o->wd < 0 && !flag_was_set(flags, "--wd")) o->wd = adamw ? 0.01f : 5e-4f;
-    /* Nesterov needs momentum: with --momentum 0 it is off unless asked for. */
-    if (o->momentum == 0.0f && !flag_was_set(flags, "--nesterov")) o->nesterov = 0;
     if (o->epochs < 1 || o->batch < 1 || o->eval_batch < 1 || o->log_every < 1 || o->accum < 1) {
         fprintf(stderr, "error: --epochs, --batch, --accum, --eval-batch and --log-every must be at least 1\n");
         return 2;
@@ -401,26 +467,12 @@ static int check_flags(train_opts *o, const flag_def *flags, int lm)
         fprintf(stderr, "error: --bucket %zu: a bucket holds at least 1KiB of gradients\n", o->bucket);
         return 2;
     }
-    if (o->grad_bits != 8 && o->grad_bits != 32) {
-        fprintf(stderr, "error: --grad-bits %d: gradients are held in 32 bits (fp32) or 8 (AGoQ's 8-bit block-wise "
-                        "dynamic map)\n", o->grad_bits);
-        return 2;
-    }
     if (o->threads < 0 || o->data.limit_train < 0 || o->data.limit_test < 0) {
         fprintf(stderr, "error: --threads, --limit-train and --limit-test must not be negative\n");
         return 2;
     }
-    if (!isfinite(o->lr) || !(o->min_lr >= 0) || !isfinite(o->min_lr) || !(o->wd >= 0) ||
-        !(o->momentum >= 0 && o->momentum < 1) || !(o->dropout >= 0 && o->dropout < 1) || !(o->beta1 >= 0 && o->beta1 < 1) ||
-        !(o->beta2 >= 0 && o->beta2 < 1) || !(o->clip >= 0) || !isfinite(o->clip)) {
-        fprintf(stderr, "error: need --lr > 0, --min-lr >= 0, --wd >= 0, 0 <= --momentum < 1, 0 <= --dropout < 1, "
-                        "0 <= --beta1, --beta2 < 1, --clip >= 0\n");
-        return 2;
-    }
-    if (o->ctl.adapt_interval < 1 || o->ctl.estimate_samples < 0 || !(o->alert > 0) || !isfinite(o->alert)) {
-        fprintf(stderr, "error: need --adapt-interval >= 1, --estimate-samples >= 0 and --alert > 0 (got --adapt-interval "
-                        "%llu, --estimate-samples %d, --alert %g)\n",
-                (unsigned long long)o->ctl.adapt_interval, o->ctl.estimate_samples, (double)o->alert);
+    if (!(o->dropout >= 0 && o->dropout < 1)) {
+        fprintf(stderr, "error: --dropout %g: need 0 <= P < 1\n", (double)o->dropout);
         return 2;
     }
     if (flag_was_set(flags, "--mem-budget") && o->budget == 0) {
@@ -431,42 +483,12 @@ static int check_flags(train_opts *o, const flag_def *flags, int lm)
         fprintf(stderr, "error: --progress must be auto, on or off, not '%s'\n", o->progress);
         return 2;
     }
-    actc_lr_schedule sched = {0};
-    sched.base_lr = o->lr;
-    sched.min_lr = o->min_lr;
-    if (actc_lr_parse(o->schedule, &sched) != ACTC_OK || actc_lr_check(&sched) != ACTC_OK) {
-        fprintf(stderr, "error: --schedule %s with --lr %g and --min-lr %g: %s\n", o->schedule, (double)o->lr,
-                (double)o->min_lr, actc_last_error());
-        return 2;
-    }
-    /* The policy before spending time on the data. */
-    return cli_check_policy(o->compress, "--compress");
-}
-
-/* The trainer's options from the flags; steps: batches per epoch. */
-static actc_trainer_opts trainer_opts(const train_opts *o, int steps)
-{
-    actc_trainer_opts t = actc_trainer_default_opts();
-    t.policy = o->compress;
-    t.optim = o->optim;
-    t.lr = o->lr;
-    t.momentum = o->momentum;
-    t.nesterov = o->nesterov;
-    t.weight_decay = o->wd;
-    t.beta1 = o->beta1;
-    t.beta2 = o->beta2;
-    t.eps = 1e-8f;
-    actc_lr_parse(o->schedule, &t.schedule); /* checked already */
-    t.schedule.min_lr = o->min_lr;
-    t.schedule.warmup_steps = o->warmup;
-    t.schedule.total_steps = (uint64_t)o->epochs * (uint64_t)steps;
-    t.clip = o->clip;
-    t.accum = o->accum;
-    t.grad_bits = o->grad_bits;
-    t.seed = o->seed;
-    t.controller = o->ctl;
-    t.controller.alert_fraction = o->alert;
-    return t;
+    /* The trainer's options, the policy included, before spending time on
+     * the data (the trainer checks them: its messages name the option). */
+    actc_trainer_opts t;
+    if (trainer_opts(o, 1, &t) != ACTC_OK) return fail("--schedule"), 2;
+    if (actc_trainer_check_opts(&t) != ACTC_OK) return fail_options();
+    return 0;
 }
 
 /* The graph's training batch, every step of an epoch. */
@@ -572,7 +594,8 @@ static int setup(run_state *r, train_opts *o, int lm)
         if (actc_source_images(&r->test, o->eval_batch, 0, &te, &r->eval) != ACTC_OK) return fail("--eval-batch");
         steps = actc_source_batches(r->src);
     }
-    actc_trainer_opts to = trainer_opts(o, steps);
+    actc_trainer_opts to;
+    trainer_opts(o, steps, &to); /* checked already */
     if (actc_trainer_new(r->model, &to, &r->t) != ACTC_OK) return fail("trainer");
     if (o->resume_path && actc_trainer_load(r->t, o->resume_path) != ACTC_OK) return fail("--resume");
     if (r->dist.d) {
@@ -608,6 +631,15 @@ static int setup(run_state *r, train_opts *o, int lm)
     return 0;
 }
 
+/* A write to the log failed (a full disk): say so once and stop logging;
+ * the training, and its checkpoints, go on. */
+static void log_failed(run_state *r)
+{
+    fprintf(stderr, "warning: --log: %s; no more records are written, training goes on\n", actc_last_error());
+    fclose(r->log);
+    r->log = NULL;
+}
+
 /* What the progress callback needs. */
 typedef struct {
     const train_opts *o;
@@ -622,11 +654,8 @@ static int on_step(actc_trainer *t, const actc_progress *p, void *user)
     report_adaptation(actc_trainer_controller(t), c->r->log, p->step - 1, c->pg.tty == 1);
     const double sps = p->seconds > 0 ? (double)p->rows / p->seconds : 0;
     progress_update(&c->pg, (int)p->epoch + 1, o->epochs, p->batch, p->batches, p->loss, p->accuracy, sps);
-    if (c->r->log && p->step % (uint64_t)o->log_every == 0) {
-        fprintf(c->r->log, "{\"event\":\"step\",\"epoch\":%d,\"step\":%llu,\"loss\":%.9g,\"lr\":%.6g,\"%s_per_s\":%.2f}\n",
-                (int)p->epoch + 1, (unsigned long long)p->step, p->last->loss, p->last->lr, c->pg.unit, sps);
-        fflush(c->r->log);
-    }
+    if (c->r->log && p->step % (uint64_t)o->log_every == 0 && actc_log_step(c->r->log, p, c->pg.unit, sps) != ACTC_OK)
+        log_failed(c->r);
     return o->max_steps && p->step >= o->max_steps;
 }
 
@@ -685,34 +714,10 @@ static int epoch_report(const train_opts *o, run_state *r, int lm, const actc_ep
                actc_format_bytes(ds.bytes_sent, c, sizeof c), ds.grad_comm, 1e3 * ds.total_exposed_s / (double)ds.steps,
                1e3 * ds.total_comm_s / (double)ds.steps);
     fflush(stdout);
-    if (r->log) {
-        char mem[2048];
-        actc_trainer_report(r->t, ACTC_REPORT_JSON, mem, sizeof mem);
-        fprintf(r->log,
-                "{\"event\":\"epoch\",\"epoch\":%d,\"step\":%llu,\"model\":\"%s\",\"policy\":\"%s\",\"batch\":%d,"
-                "\"train_loss\":%.6f,\"train_acc\":%.6f,",
-                epoch, (unsigned long long)actc_trainer_steps(r->t), o->model, actc_ctx_policy(actc_trainer_ctx(r->t)),
-                o->batch, er->loss, er->accuracy);
-        /* Graph runs: validation and test nodes, each when the split has them. */
-        if (!r->graph_run || r->eval)
-            fprintf(r->log, "\"%s_acc\":%.6f,\"%s_loss\":%.6f,", lm || r->graph_run ? "val" : "test", ev.accuracy,
-                    lm || r->graph_run ? "val" : "test", ev.loss);
-        if (lm)
-            fprintf(r->log, "\"val_bpb\":%.6f,\"seq\":%d,", ev.loss / M_LN2, r->T);
-        if (r->test_src) fprintf(r->log, "\"test_acc\":%.6f,\"test_loss\":%.6f,", te.accuracy, te.loss);
-        if (r->dist.d)
-            fprintf(r->log, "\"comm\":{\"ranks\":%d,\"bits\":%d,\"buckets\":%d,\"floats\":%zu,\"fp32_floats\":%zu,"
-                            "\"bytes_sent\":%zu,\"exposed_s\":%.6f,\"comm_s\":%.6f},",
-                    ds.ranks, ds.grad_comm, ds.buckets, ds.floats, ds.fp32_floats, ds.bytes_sent,
-                    ds.steps ? ds.total_exposed_s / (double)ds.steps : 0, ds.steps ? ds.total_comm_s / (double)ds.steps : 0);
-        fprintf(r->log, "\"time_ms\":{\"steps\":%d,\"forward\":%.4f,\"codec_forward\":%.4f,\"backward\":%.4f,"
-                        "\"codec_backward\":%.4f,\"update\":%.4f,\"controller\":%.4f},",
-                er->steps, per * er->forward_s, per * er->codec_forward_s, per * er->backward_s,
-                per * er->codec_backward_s, per * er->update_s, per * er->measure_s);
-        fprintf(r->log, "\"%s_per_s\":%.2f,\"seconds\":%.2f,\"memory\":%s}\n", lm ? "tokens" : "samples", sps,
-                er->seconds, mem);
-        fflush(r->log);
-    }
+    /* Graph runs: validation and test nodes, each when the split has them. */
+    const actc_log_epoch_info li = {o->model, o->batch, lm ? r->T : 0, lm || r->graph_run ? "val" : "test",
+                                    r->eval ? &ev : NULL, r->test_src ? &te : NULL, r->dist.d ? &ds : NULL};
+    if (r->log && actc_log_epoch(r->log, r->t, er, &li) != ACTC_OK) log_failed(r);
     return 0;
 }
 
@@ -751,26 +756,14 @@ static int run_train(train_opts *po, flag_def *flags, int argc, char **argv, con
     }
     if (o.resume_path && (rc = resume_recipe(&o, flags, argc, argv, &info))) return rc;
     if (o.init_path && (rc = init_model(&o, flags, &info))) return rc;
-    /* Language models train on text with AdamW, 16 windows a step, unless
-     * told otherwise (a resumed run has its recipe already). */
+    /* The trainer's recipe for the model (a resumed run has its own), and
+     * the data's: language models 16 windows a step; graph models 4 epochs
+     * of 50 full-graph steps, with the papers' dropout. */
+    if (!o.resume_path) model_recipe(&o, flags, argc, argv);
     const int lm = actc_model_name_takes_tokens(o.model);
-    if (lm && !o.resume_path) {
-        if (!flag_was_set(flags, "--optim")) o.optim = "adamw";
-        if (!flag_was_set(flags, "--batch")) o.batch = 16;
-        /* Short runs on few tokens per step (nanoGPT's character-level set-up). */
-        if (!flag_was_set(flags, "--beta2")) o.beta2 = 0.99f;
-        if (!flag_was_set(flags, "--clip")) o.clip = 1.0f;
-    }
-    /* Graph models: the GCN/GAT papers' rate and decay, 0.01 and 5e-4, with
-     * AdamW (decoupled decay: weaker than the papers' L2 term at this rate),
-     * a constant rate, 4 epochs of 50 full-graph steps. */
+    if (lm && !o.resume_path && !flag_was_set(flags, "--batch")) o.batch = 16;
     const int gr = actc_model_name_takes_graph(o.model);
     if (gr && !o.resume_path) {
-        if (!flag_was_set(flags, "--optim")) o.optim = "adamw";
-        if (!flag_was_set(flags, "--lr")) o.lr = 0.01f;
-        if (!flag_was_set(flags, "--wd")) o.wd = 5e-4f;
-        if (!flag_was_set(flags, "--schedule")) o.schedule = "const";
-        if (!flag_was_set(flags, "--warmup")) o.warmup = 0;
         if (!flag_was_set(flags, "--epoch-steps")) o.epoch_steps = 50;
         if (!flag_was_set(flags, "--epochs")) o.epochs = 4;
         if (!flag_was_set(flags, "--dropout")) o.dropout = !strcmp(o.model, "gcn") ? 0.5f : 0.6f;
@@ -824,9 +817,9 @@ static int run_train(train_opts *po, flag_def *flags, int argc, char **argv, con
     cli_machine_warn(stderr);
     if (r.log) {
         fprintf(r.log, "{\"event\":\"start\",\"version\":\"%s\",\"model\":", actc_version());
-        cli_json_string(r.log, o.model);
+        actc_json_string(r.log, o.model);
         fputs(",\"policy\":", r.log);
-        cli_json_string(r.log, to->policy);
+        actc_json_string(r.log, to->policy);
         fputc(',', r.log);
         cli_machine_json(r.log);
         fprintf(r.log, "}\n");

@@ -222,18 +222,18 @@ static void print_json(const var_run *r, const var_opts *o, double comp_total, d
 {
     const welford *w = &r->acc;
     printf("{\"model\":");
-    cli_json_string(stdout, actc_model_name(r->model));
+    actc_json_string(stdout, actc_model_name(r->model));
     printf(",\"policy\":");
-    cli_json_string(stdout, r->policy);
+    actc_json_string(stdout, r->policy);
     printf(",\"batch\":%d,\"repeats\":%d,\"warmup\":%d,\"seed\":%llu,\"checkpoint\":", o->batch, o->repeats,
            o->warmup, (unsigned long long)o->seed);
-    if (o->checkpoint) cli_json_string(stdout, o->checkpoint);
+    if (o->checkpoint) actc_json_string(stdout, o->checkpoint);
     else printf("null");
     printf(",\"loss\":%.9g,\"params\":[", r->batch_loss);
     for (int p = 0; p < w->np; p++) {
         const actc_tensor *t = w->params[p];
         printf("%s{\"name\":", p ? "," : "");
-        cli_json_string(stdout, t->name);
+        actc_json_string(stdout, t->name);
         printf(",\"shape\":[");
         for (int d = 0; d < t->ndim; d++) printf("%s%d", d ? "," : "", t->shape[d]);
         printf("],\"numel\":%zu,\"compression\":%.9g,\"sampling\":%.9g,\"ratio\":", t->numel, r->comp[p],

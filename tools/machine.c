@@ -39,34 +39,23 @@ int cli_machine_warn(FILE *f)
     return 1;
 }
 
-void cli_json_string(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\') fputc('\\', f);
-        if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", (unsigned char)*s);
-        else fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
 void cli_machine_json(FILE *f)
 {
     actc_cpu_info c;
     actc_get_cpu_info(&c);
     fputs("\"cpu\":{\"vendor\":", f);
-    cli_json_string(f, c.vendor);
+    actc_json_string(f, c.vendor);
     fputs(",\"brand\":", f);
-    cli_json_string(f, c.brand);
+    actc_json_string(f, c.brand);
     fprintf(f, ",\"family\":%d,\"model\":%d,\"stepping\":%d,\"features\":", c.family, c.model, c.stepping);
-    cli_json_string(f, c.features);
+    actc_json_string(f, c.features);
     fprintf(f, ",\"isa\":\"%s\",\"amx\":%d},\"openblas\":{\"core\":", actc_isa_name(c.isa_level), c.amx);
-    cli_json_string(f, c.openblas_core);
+    actc_json_string(f, c.openblas_core);
     fprintf(f, ",\"isa\":\"%s\",\"generic\":%d},\"dnnl\":", actc_isa_name(c.openblas_level), c.openblas_generic);
-    cli_json_string(f, c.dnnl_version);
+    actc_json_string(f, c.dnnl_version);
     fprintf(f, ",\"gemm\":{\"setting\":\"%s\",\"backend\":\"%s\",\"reason\":", actc_get_gemm_backend(),
             actc_gemm_backend_in_use());
-    cli_json_string(f, actc_gemm_backend_reason());
+    actc_json_string(f, actc_gemm_backend_reason());
     fprintf(f, "},\"conv\":\"%s\",\"threads\":%d,\"deterministic\":%d", actc_get_conv_backend(), actc_get_threads(),
             actc_get_deterministic());
 }

@@ -58,8 +58,9 @@ struct actc_ctx {
     int fp32_copies;         /* tests: keep fp32 saves as copies, not by
                                 reference (the store before references), to
                                 compare the two bit for bit                  */
-    int n_regions;           /* recompute regions recorded since the reset   */
     int counting;            /* actc_ctx_set_counting: saves measured only   */
+    int blocks;              /* depth of the model's blocks being run
+                                (ACTC_REGION_BLOCK regions): in_block       */
     size_t ref_bytes;        /* actc_store_set_reference: what `none` keeps  */
     size_t ref_by_kind[ACTC_SAVE_NKINDS];
     uint64_t seed, step, key_counter;
@@ -104,8 +105,9 @@ void actc__profile_leave(actc_ctx *ctx, const char *op, double t0, double saved_
 /* A backward pass (not a measuring one) begins: the context before it. */
 void actc__store_backward_begins(actc_ctx *ctx);
 void actc__store_release_node(actc_ctx *ctx, actc_node *node);
-/* Hand the policy's observe_grad the gradient statistics of node's output
- * (a no-op unless the policy asks for them and the node holds ACT saves). */
+/* Hand the learning policy's measure->observe_grad the gradient
+ * statistics of node's output (a no-op unless the policy asks for them and
+ * the node holds ACT saves). */
 void actc__store_observe_grad(actc_ctx *ctx, actc_node *node);
 void actc__store_clear(actc_ctx *ctx);
 /* Run the backward functions of tape nodes [lo, n_nodes) in reverse order,
@@ -118,11 +120,6 @@ void actc__store_free(actc_ctx *ctx);
 /* The k-th save of node as actc_load gives it (a new tensor, decoded or
  * sharing a save kept by reference), leaving it in the store. */
 actc_tensor *actc__store_peek(actc_ctx *ctx, actc_node *node, int k);
-/* The recompute region (actc_region_n) whose output t is, if any. */
-actc_node *actc__region_producing(const actc_ctx *ctx, const actc_tensor *t);
-/* The output of recompute region node, rerun without a tape from its
- * decoded inputs (its saves stay in the store). */
-actc_tensor *actc__region_value(actc_ctx *ctx, actc_node *region);
 /* Add the parameters among in[0..n) to ctx->collect (once each). */
 actc_status actc__collect_params(actc_ctx *ctx, int n, actc_tensor *const *in);
 /* The node holds these parameters' gradients open until it is done (a

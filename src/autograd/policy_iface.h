@@ -33,15 +33,36 @@ typedef struct {
                                 holds this tensor, so storing a transform of
                                 it saves no memory (0 for codec choices)       */
     uint64_t seed;           /* the context's seed (for a policy's own streams) */
+    int in_block;            /* saved inside one of the model's repeated blocks
+                                (a region of kind ACTC_REGION_BLOCK)          */
 } actc_save_desc;
 
 typedef struct actc_policy actc_policy;
 
-/* Hooks of a policy that learns by measuring (GACT's Algorithm 1), driven
- * by the controller (src/policy/gact_controller.c), which runs one
- * reference pass and one pass per measured tensor on the same batch and
- * step, then commits.  NULL for a policy with nothing to measure. */
+/* How a policy learns: its measure hooks (NULL for a policy that learns
+ * nothing).  Two ways, each optional (NULL slots):
+ *  - observing, driven by the engine: during every backward pass
+ *    observe_grad receives the gradient statistics of each node's output,
+ *    and replan follows the pass (ActNN's per-layer and per-sample bits);
+ *  - measuring passes, driven by the controller
+ *    (src/policy/gact_controller.c), which runs one reference pass and one
+ *    pass per measured tensor on the same batch and step, then commits
+ *    (GACT's Algorithm 1): mode, keys, unit_variance, commit and variance,
+ *    all set or all NULL.
+ * The engine and the controller find the learning policy on a decorator
+ * chain themselves (actc__policy_learner), so decorators forward none of
+ * this. */
 typedef struct {
+    /* Gradient statistics, during backward, before a node's backward
+     * function runs: the stable keys of the node's ACT saves and the mean
+     * over samples (first axis of the node's output) of the squared L2 norm
+     * of the gradient reaching that output: the ||grad H^(l)_n||^2 of
+     * ActNN's sensitivity (its "moving average of the gradient magnitude
+     * across samples" is kept by the policy). */
+    void (*observe_grad)(actc_policy *p, const uint64_t *keys, int n_keys, double grad_sq_per_sample);
+    /* After each backward pass: re-plan from what it observed.  An error
+     * fails the backward pass (actc_backward returns it). */
+    actc_status (*replan)(actc_policy *p);
     /* Enter (on = 1) or leave the measuring passes' mode; perturb_key: the
      * tensor whose rounding stream is re-keyed with salt (0: none). */
     void (*mode)(actc_policy *p, int on, uint64_t perturb_key, uint64_t salt);
@@ -65,16 +86,9 @@ struct actc_policy {
      * derived from (seed, step, stable_key); a policy may replace it. */
     actc_status (*choose)(actc_policy *p, const actc_save_desc *d, const actc_codec **codec,
                           actc_codec_args *args);
-    /* Gradient statistics for sensitivity-based policies; may be NULL (then
-     * the engine computes nothing).  During backward, before a node's
-     * backward function runs, the engine passes the stable keys of the node's
-     * ACT saves and the mean over samples (first axis of the node's output)
-     * of the squared L2 norm of the gradient reaching that output: the
-     * ||grad H^(l)_n||^2 of ActNN's sensitivity (its "moving average of the
-     * gradient magnitude across samples" is kept by the policy). */
-    void (*observe_grad)(actc_policy *p, const uint64_t *keys, int n_keys, double grad_sq_per_sample);
-    /* Called after each backward pass (per-layer re-allocation etc.); may be
-     * NULL.  An error fails the backward pass (actc_backward returns it). */
+    /* Called after each backward pass, before the learning policy's replan
+     * (a check of the pass: compact's "projected nothing"); may be NULL.  An
+     * error fails the backward pass (actc_backward returns it). */
     actc_status (*after_backward)(actc_policy *p, actc_ctx *ctx);
     void (*destroy)(actc_policy *p);
     /* What a checkpoint keeps of the policy's learnt state (both NULL for a
@@ -89,7 +103,7 @@ struct actc_policy {
      * preset to ACTC_XFORM_NONE; a policy sets a transform the role
      * advertises, with its parameters (rank, key). */
     actc_status (*transform)(actc_policy *p, const actc_save_desc *d, actc_transform *out);
-    /* Measurement hooks (above); NULL unless the policy measures. */
+    /* How it learns (above); NULL unless it does. */
     const actc_policy_measure *measure;
     /* The per-tensor state the policy learnt, for inspection (GACT's table:
      * up to cap written, the count returned); may be NULL. */
@@ -102,8 +116,18 @@ struct actc_policy {
      * default, what actc__policy_new sets), _SAVE or _RECOMPUTE. */
     signed char region[ACTC_REGION_NKINDS];
     int frozen;              /* set by actc_ctx_freeze_policy: the engine then
-                                calls neither observe_grad nor after_backward */
+                                calls neither after_backward nor the
+                                measure hooks, and the controller measures
+                                nothing                                      */
 };
+
+/* The policy on p's decorator chain that learns (has measure hooks), or
+ * NULL. */
+static inline actc_policy *actc__policy_learner(const actc_policy *p)
+{
+    while (p && !p->measure) p = p->inner;
+    return (actc_policy *)p;
+}
 
 /* Give ctx a new policy (it takes ownership; the old one is destroyed).
  * Fails with ACTC_ERR_STATE while a tape is recorded. */

@@ -14,8 +14,9 @@
  *  region (actc_region_n, AGoQ's norm and activation rule): the function is
  *    cheap (a normalisation, a gated activation) and its output feeds layers
  *    that would save it.  A later ACT save of that output stores a reference
- *    instead of a payload (store.c) and loading it reruns the function
- *    without a tape (actc__region_value), so the consumers stay outside and
+ *    instead of a payload (store.c, finding the region through the
+ *    tensor's producer) and loading it reruns the function without a tape
+ *    (the node's rerun_, region_value here), so the consumers stay outside and
  *    no product is computed twice.  The backward rerun saves exactly: those
  *    saves live only there, and re-quantizing them would add error AGoQ's
  *    scheme does not have. */
@@ -35,6 +36,8 @@ typedef struct {
     actc_segment_fn seg_fn;
     void *seg_user;
     int seg_takes;
+    int block;            /* recorded inside one of the model's blocks
+                             (ACTC_REGION_BLOCK): its reruns' saves are too */
 } rerun_state;
 
 static actc_status rerun_backward(actc_ctx *ctx, actc_node *node);
@@ -63,7 +66,9 @@ static actc_tensor *rerun(actc_ctx *ctx, const actc_node *node, actc_tensor *con
     memcpy(ctx->scope, node->scope_, sizeof ctx->scope);
     ctx->key_counter = st->key_counter;
     ctx->replaying = 1;
+    ctx->blocks += st->block; /* its saves are planned as the forward's were */
     actc_tensor *y = st->fn(ctx, node->n_inputs, x, st->user);
+    ctx->blocks -= st->block;
     ctx->replaying = replaying;
     ctx->key_counter = keys;
     memcpy(ctx->scope, scope, sizeof scope);
@@ -71,18 +76,10 @@ static actc_tensor *rerun(actc_ctx *ctx, const actc_node *node, actc_tensor *con
     return y;
 }
 
-actc_node *actc__region_producing(const actc_ctx *ctx, const actc_tensor *t)
-{
-    if (!ctx->n_regions) return NULL;
-    for (int i = ctx->n_nodes - 1; i >= 0; i--) {
-        const actc_node *node = ctx->nodes[i];
-        if (node->output == t)
-            return node->region_ ? ctx->nodes[i] : NULL;
-    }
-    return NULL;
-}
-
-actc_tensor *actc__region_value(actc_ctx *ctx, actc_node *region)
+/* The output of region node, rerun without a tape from its decoded inputs
+ * (their saves stay in the store): a region node's rerun_, called by the
+ * store to load a save of the output. */
+static actc_tensor *region_value(actc_ctx *ctx, actc_node *region)
 {
     actc_tensor *x[ACTC_NODE_MAX_INPUTS] = {0};
     const int n = region->n_inputs;
@@ -167,6 +164,7 @@ static actc_tensor *record(actc_ctx *ctx, rerun_state *st, const char *op, actc_
     }
     *own = *st;
     own->key_counter = ctx->key_counter;
+    own->block = ctx->blocks > 0;
     if (own->seg_fn) own->user = own; /* call_segment reads seg_fn from here */
     /* Our references keep the inputs intact until they are saved: in-place
      * (_take) operators in the function see shared tensors and write
@@ -196,8 +194,7 @@ static actc_tensor *record(actc_ctx *ctx, rerun_state *st, const char *op, actc_
             own = NULL;
             actc__node_hold_params(node, used.t, used.n);
             used.t = NULL;
-            node->region_ = st->region;
-            if (st->region) ctx->n_regions++;
+            if (st->region) node->rerun_ = region_value;
             const actc_save_role r = {.role = role};
             for (int i = 0; y && i < n; i++) {
                 if (actc_save_as(ctx, node, x[i], ACTC_SAVE_ACT, &r) != ACTC_OK) {
@@ -226,7 +223,7 @@ static actc_tensor *segment(actc_ctx *ctx, actc_segment_fn fn, void *user, actc_
      * usual inside fn). */
     if (!ctx->training || ctx->no_record || !x->requires_grad)
         return fn(ctx, takes ? actc_tensor_retain(x) : x, user);
-    rerun_state st = {call_segment, NULL, 0, 0, fn, user, takes};
+    rerun_state st = {call_segment, NULL, 0, 0, fn, user, takes, 0};
     /* The segment is recomputed from x: not linear in it. */
     return record(ctx, &st, "segment", ACTC_ROLE_SEGMENT_IN, 1, &x, 0);
 }
@@ -268,7 +265,7 @@ static actc_tensor *region(actc_ctx *ctx, actc_region_kind r, rerun_state *st, i
 actc_tensor *actc_region_n(actc_ctx *ctx, actc_region_kind r, actc_region_fn fn, void *user, int n,
                            actc_tensor *const *x)
 {
-    rerun_state st = {fn, user, 0, 1, NULL, NULL, 0};
+    rerun_state st = {fn, user, 0, 1, NULL, NULL, 0, 0};
     if (!fn) {
         actc_set_error(ACTC_ERR_INVALID, "actc_region_n: NULL function");
         for (int i = 0; x && i < n && i < ACTC_NODE_MAX_INPUTS; i++) actc_tensor_release(x[i]);
@@ -281,7 +278,7 @@ actc_tensor *actc_region_n(actc_ctx *ctx, actc_region_kind r, actc_region_fn fn,
 static actc_tensor *region_one(actc_ctx *ctx, actc_region_kind r, actc_segment_fn fn, void *user, actc_tensor *x,
                                int takes)
 {
-    rerun_state st = {call_segment, NULL, 0, 1, fn, user, takes};
+    rerun_state st = {call_segment, NULL, 0, 1, fn, user, takes, 0};
     actc_tensor_retain(x); /* the caller keeps x; the region takes a reference */
     return region(ctx, r, &st, 1, &x);
 }
@@ -300,8 +297,12 @@ actc_tensor *actc_region(actc_ctx *ctx, actc_region_kind r, actc_segment_fn fn, 
         actc_set_error(ACTC_ERR_INVALID, "actc_region: NULL context, function or input");
         return NULL;
     }
-    if (actc_ctx_plan_region(ctx, r) != ACTC_PLAN_RECOMPUTE) return fn(ctx, x, user);
-    return planned(ctx, r, fn, user, x, 0);
+    const int block = r == ACTC_REGION_BLOCK; /* its saves know it: actc_save_desc.in_block */
+    ctx->blocks += block;
+    actc_tensor *y = actc_ctx_plan_region(ctx, r) != ACTC_PLAN_RECOMPUTE ? fn(ctx, x, user)
+                                                                        : planned(ctx, r, fn, user, x, 0);
+    ctx->blocks -= block;
+    return y;
 }
 
 actc_tensor *actc_region_take(actc_ctx *ctx, actc_region_kind r, actc_segment_fn fn, void *user, actc_tensor *x)
@@ -311,8 +312,15 @@ actc_tensor *actc_region_take(actc_ctx *ctx, actc_region_kind r, actc_segment_fn
         actc_tensor_release(x);
         return NULL;
     }
-    if (actc_ctx_plan_region(ctx, r) != ACTC_PLAN_RECOMPUTE) return fn(ctx, x, user);
-    actc_tensor *y = planned(ctx, r, fn, user, x, 1);
-    actc_tensor_release(x);
+    const int block = r == ACTC_REGION_BLOCK;
+    ctx->blocks += block;
+    actc_tensor *y = NULL;
+    if (actc_ctx_plan_region(ctx, r) != ACTC_PLAN_RECOMPUTE) {
+        y = fn(ctx, x, user);
+    } else {
+        y = planned(ctx, r, fn, user, x, 1);
+        actc_tensor_release(x);
+    }
+    ctx->blocks -= block;
     return y;
 }

@@ -289,12 +289,14 @@ static actc_status plan_save(actc_ctx *ctx, actc_node *node, const actc_tensor *
     memcpy(args->shape, t->shape, sizeof args->shape);
     const int k = node->n_slots_;
     actc_save_desc d = {node->op, node->scope_, k, node->index_, stable_key(ctx, node, k, 1), kind, role, t,
-                        ctx->step, node, 0, ctx->seed};
+                        ctx->step, node, 0, ctx->seed, ctx->blocks > 0};
     p->stable_key = d.stable_key;
     args->key = actc_rng_key(ctx->seed ^ 0x53544F5245ULL, actc__stream_step(ctx), d.stable_key);
     /* The output of a recompute region is kept as a reference to it: a load
-     * reruns the region from its own saves (recompute.c). */
-    p->region = kind == ACTC_SAVE_ACT && ref == t ? actc__region_producing(ctx, t) : NULL;
+     * reruns the region from its own saves (its node's rerun_). */
+    actc_node *producer = kind == ACTC_SAVE_ACT && ref == t ? t->producer_ : NULL;
+    const int here = producer && producer->index_ < ctx->n_nodes && ctx->nodes[producer->index_] == producer;
+    p->region = here && producer->rerun_ ? producer : NULL; /* a node of this context's tape */
     switch (kind) {
     case ACTC_SAVE_MASK: p->codec = &actc_codec_mask1; return ACTC_OK;
     case ACTC_SAVE_INDEX: p->codec = &actc_codec_index; return ACTC_OK;
@@ -430,7 +432,7 @@ actc_status actc_plan_transform(actc_ctx *ctx, actc_node *node, const actc_tenso
     if (!role->transforms || !ctx->policy || !ctx->policy->transform) return ACTC_OK;
     const int k = node->n_slots_;
     actc_save_desc d = {node->op, node->scope_, k, node->index_, stable_key(ctx, node, k, 0), ACTC_SAVE_ACT, role,
-                        t, ctx->step, node, held_elsewhere(ctx, t), ctx->seed};
+                        t, ctx->step, node, held_elsewhere(ctx, t), ctx->seed, ctx->blocks > 0};
     actc_status s = ctx->policy->transform(ctx->policy, &d, out);
     if (s != ACTC_OK) return s;
     if (out->kind & ~role->transforms)
@@ -470,7 +472,7 @@ static actc_tensor *decode_entry(actc_ctx *ctx, actc_store_entry *e, const actc_
     if (e->held) /* no copy, so no codec time */
         return check_unchanged(e, node, k) == ACTC_OK ? actc__tensor_view(e->held) : NULL;
     if (e->recompute) {
-        actc_tensor *y = actc__region_value(ctx, e->recompute);
+        actc_tensor *y = e->recompute->rerun_(ctx, e->recompute);
         if (y && (y->numel != e->numel || y->ndim != e->ndim ||
               memcmp(y->shape, e->shape, (size_t)e->ndim * sizeof *y->shape))) {
             actc_tensor_release(y);
@@ -582,7 +584,8 @@ void actc__store_release_node(actc_ctx *ctx, actc_node *node)
 
 void actc__store_observe_grad(actc_ctx *ctx, actc_node *node)
 {
-    if (!ctx->policy || !ctx->policy->observe_grad || ctx->policy->frozen || !node->output->grad) return;
+    actc_policy *learner = actc__policy_learner(ctx->policy);
+    if (!learner || !learner->measure->observe_grad || ctx->policy->frozen || !node->output->grad) return;
     uint64_t keys[ACTC_NODE_MAX_SAVES];
     int n = 0;
     for (int k = 0; k < node->n_slots_; k++) {
@@ -595,7 +598,7 @@ void actc__store_observe_grad(actc_ctx *ctx, actc_node *node)
     const actc_tensor *g = node->output->grad;
     const double sq = actc__sum_sq_diff(g->data, NULL, g->numel);
     int samples = g->ndim > 0 && g->shape[0] > 0 ? g->shape[0] : 1;
-    ctx->policy->observe_grad(ctx->policy, keys, n, sq / samples);
+    learner->measure->observe_grad(learner, keys, n, sq / samples);
 }
 
 void actc__store_clear(actc_ctx *ctx)

@@ -49,6 +49,7 @@ actc_status actc_node_new(actc_ctx *ctx, const char *op, actc_backward_fn bw, ac
     }
     node->output = y;
     actc__tensor_tape_ref(y);
+    y->producer_ = node; /* the latest: an in-place operator's node follows */
     y->requires_grad = 1;
     for (int i = 0; i < n; i++)
         if (in[i] && in[i]->is_param) in[i]->grad_uses_++;
@@ -176,6 +177,11 @@ static void node_free(actc_node *node)
     free(node->held_);
     for (int i = 0; i < node->n_inputs; i++)
         if (node->inputs[i]) actc__tensor_tape_unref(node->inputs[i]);
+    /* Cleared, not restored to an earlier producer: that one may belong to
+     * another context's tape and die first.  (Within a tape the newer node
+     * of a tensor is an in-place write, which a truncation only removes in a
+     * rerun's backward, on the rerun's own tensors.) */
+    if (node->output->producer_ == node) node->output->producer_ = NULL;
     actc__tensor_tape_unref(node->output);
     if (node->user_free) node->user_free(node->user);
     free(node);
@@ -201,7 +207,6 @@ void actc_ctx_reset(actc_ctx *ctx)
     ctx->key_counter = 0;
     ctx->occ_used = 0;
     ctx->no_record = ctx->replaying = ctx->in_backward = ctx->exact_saves = 0;
-    ctx->n_regions = 0;
     if (ctx->occ) memset(ctx->occ, 0, ctx->occ_cap * sizeof *ctx->occ);
     actc__profile_reset(ctx);
 }
@@ -274,8 +279,11 @@ actc_status actc_backward_scaled(actc_ctx *ctx, actc_tensor *loss, float scale)
     ctx->in_backward = 1;
     s = actc__backward_nodes(ctx, 0);
     if (s != ACTC_OK) goto done;
-    if (ctx->policy && ctx->policy->after_backward && !ctx->policy->frozen)
-        s = ctx->policy->after_backward(ctx->policy, ctx);
+    if (ctx->policy && !ctx->policy->frozen) {
+        if (ctx->policy->after_backward) s = ctx->policy->after_backward(ctx->policy, ctx);
+        actc_policy *learner = actc__policy_learner(ctx->policy);
+        if (s == ACTC_OK && learner && learner->measure->replan) s = learner->measure->replan(learner);
+    }
 done:
     actc_ctx_reset(ctx);
     if (s == ACTC_OK) actc_ctx_set_step(ctx, ctx->step + 1);

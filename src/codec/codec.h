@@ -107,6 +107,19 @@ void actc_dyn8_encode(const float *x, size_t n, int block, void *dst);
 void actc_dyn8_decode(const void *src, size_t n, int block, float *dst);
 void actc_dyn8_decode_add(const void *src, size_t n, int block, float *acc);
 const float *actc_dyn8_map(void);
+/* Blocks of a payload in ACTC_DYN8_BLOCK blocks one by one, for the 8-bit
+ * wire, which moves a gradient's codes between payloads without decoding
+ * and re-encoding them (that would round again: the map is asymmetric, so
+ * a block whose absmax was negative re-encodes to another absmax).
+ * get_block: block b of a payload of n values, its absmax, *codes and *len
+ * (the last block may be short); put_block writes them into a payload of n
+ * values (len: that block's length there, at most what codes holds);
+ * encode_block encodes len values as one block (codes; returns the
+ * absmax); zero_code is the code of 0 (padding). */
+float actc_dyn8_get_block(const void *payload, size_t n, size_t b, const uint8_t **codes, size_t *len);
+void actc_dyn8_put_block(void *payload, size_t n, size_t b, float absmax, const uint8_t *codes);
+float actc_dyn8_encode_block(const float *x, size_t len, uint8_t *codes);
+uint8_t actc_dyn8_zero_code(void);
 
 /* ---- Codec specs (codec_spec.c) ---- */
 /* spec -> the codec and its arguments for a tensor of ndim dims (the grammar

@@ -245,6 +245,41 @@ void actc_dyn8_encode(const float *x, size_t n, int block, void *dst)
     }
 }
 
+float actc_dyn8_get_block(const void *payload, size_t n, size_t b, const uint8_t **codes, size_t *len)
+{
+    const d8_view v = view_of(n, 0);
+    const uint8_t *absmax = payload;
+    const size_t s = b * v.B;
+    *codes = absmax + 4 * v.nb + s;
+    *len = n - s < v.B ? n - s : v.B;
+    return bw_get_f32(absmax + 4 * b);
+}
+
+void actc_dyn8_put_block(void *payload, size_t n, size_t b, float absmax, const uint8_t *codes)
+{
+    const d8_view v = view_of(n, 0);
+    uint8_t *a = payload;
+    const size_t s = b * v.B;
+    bw_put_f32(a + 4 * b, absmax);
+    memcpy(a + 4 * v.nb + s, codes, n - s < v.B ? n - s : v.B);
+}
+
+float actc_dyn8_encode_block(const float *x, size_t len, uint8_t *codes)
+{
+    actc_dyn8_map();
+    const float amax = bw_absmax_finite(x, len);
+    quantize(x, len, amax, g_start, g_mid, codes);
+    return amax;
+}
+
+uint8_t actc_dyn8_zero_code(void)
+{
+    const float zero = 0.0f;
+    uint8_t c;
+    actc_dyn8_encode_block(&zero, 1, &c);
+    return c;
+}
+
 /* Elements [e0, e1) of a payload of n: only the blocks holding them. */
 static void decode_span(const void *src, size_t n, int block, size_t e0, size_t e1, float *dst, int add)
 {

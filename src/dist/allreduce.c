@@ -4,7 +4,10 @@
  * fp32: MPI_Iallreduce in place.
  *
  * 8 bits (AGoQ section 5, "overflow-free" because nothing is summed in 8
- * bits): the buffer is cut into blocks of ACTC_DYN8_BLOCK and the blocks
+ * bits): the buffer is cut into blocks of ACTC_DYN8_BLOCK (the buckets
+ * start every parameter on a block, replica.c, so no block mixes two
+ * parameters' scales, and a gradient held in 8 bits keeps its own blocks
+ * and codes until the sum) and the blocks
  * into P shares of whole blocks, share r being blocks [nb r / P, nb (r+1)
  * / P) (the last block holds the rest of the buffer, its absmax covers only
  * it; with fewer blocks than ranks some shares are empty).
@@ -43,6 +46,26 @@ static actc_status too_big(size_t bytes)
                           "smaller buckets", bytes, INT_MAX);
 }
 
+/* x[lo, lo + len) (whole blocks but the buffer's last) as a dyn8 payload
+ * into dst: the blocks that are codes already copied, the others encoded. */
+static void encode_share(const actc__allreduce *a, size_t lo, size_t len, uint8_t *dst)
+{
+    const size_t G = ACTC_DYN8_BLOCK;
+    if (!a->codes) {
+        actc_dyn8_encode(a->x + lo, len, ACTC_DYN8_BLOCK, dst);
+        return;
+    }
+    const size_t nb = (len + G - 1) / G;
+#pragma omp parallel for schedule(static) if (len >= 32768)
+    for (size_t j = 0; j < nb; j++) {
+        uint8_t codes[ACTC_DYN8_BLOCK];
+        const size_t b = lo / G + j, blen = len - j * G < G ? len - j * G : G;
+        float absmax;
+        if (!a->codes(a->codes_user, b, &absmax, codes)) absmax = actc_dyn8_encode_block(a->x + b * G, blen, codes);
+        actc_dyn8_put_block(dst, len, j, absmax, codes);
+    }
+}
+
 static actc_status start8(actc_dist *d, actc__allreduce *a)
 {
     const int P = d->size, me = d->rank;
@@ -67,7 +90,7 @@ static actc_status start8(actc_dist *d, actc__allreduce *a)
     for (int r = 0; r < P; r++) {
         if (r == me || !sc[r]) continue;
         share(a->n, P, r, &lo, &len);
-        actc_dyn8_encode(a->x + lo, len, ACTC_DYN8_BLOCK, a->sbuf + sd[r]);
+        encode_share(a, lo, len, a->sbuf + sd[r]);
     }
     /* What this rank contributes: its all-to-all sends, and its share to
      * each other rank in the all-gather (what MPI's algorithm forwards of
@@ -113,13 +136,16 @@ static void finish8(actc_dist *d, actc__allreduce *a)
     }
 }
 
-actc_status actc__allreduce_start(actc_dist *d, actc__allreduce *a, int bits, float *x, size_t n)
+actc_status actc__allreduce_start(actc_dist *d, actc__allreduce *a, int bits, float *x, size_t n,
+                                  actc__codes_fn codes, void *user)
 {
     memset(a, 0, sizeof *a);
     a->req = MPI_REQUEST_NULL;
     a->bits = bits;
     a->x = x;
     a->n = n;
+    a->codes = codes;
+    a->codes_user = user;
     if (bits != 32 && bits != 8)
         return actc_set_error(ACTC_ERR_INVALID, "an all-reduce in %d bits: 32 (fp32) or 8 (AGoQ's)", bits);
     if (d->size == 1 || n == 0) { /* nothing to exchange */
@@ -165,6 +191,19 @@ actc_status actc__allreduce_progress(actc_dist *d, actc__allreduce *a, int wait,
         }
     }
     return ACTC_OK;
+}
+
+float actc__allreduce_block(const actc_dist *d, const actc__allreduce *a, size_t b, const uint8_t **codes,
+                            size_t *len)
+{
+    const int P = d->size;
+    const int *gd = a->cnt + 5 * P;
+    const size_t G = ACTC_DYN8_BLOCK, nb = (a->n + G - 1) / G;
+    int r = 0; /* the share holding block b: blocks [nb r / P, nb (r + 1) / P) */
+    while (r + 1 < P && nb * (size_t)(r + 1) / (size_t)P <= b) r++;
+    size_t lo, slen;
+    share(a->n, P, r, &lo, &slen);
+    return actc_dyn8_get_block(a->gbuf + gd[r], slen, b - lo / G, codes, len);
 }
 
 void actc__allreduce_release(actc__allreduce *a)

@@ -117,7 +117,7 @@ actc_status actc_dist_allreduce(actc_dist *d, float *x, size_t n, int bits)
 {
     if (!d || (!x && n)) return actc_set_error(ACTC_ERR_INVALID, "actc_dist_allreduce: NULL argument");
     actc__allreduce a;
-    actc_status s = actc__allreduce_start(d, &a, bits, x, n);
+    actc_status s = actc__allreduce_start(d, &a, bits, x, n, NULL, NULL);
     if (s == ACTC_OK) s = actc__allreduce_progress(d, &a, 1, 1);
     actc__allreduce_release(&a);
     return s;

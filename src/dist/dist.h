@@ -7,11 +7,20 @@
 #include <mpi.h>
 #include <stdint.h>
 
+/* 8 bits: block b (ACTC_DYN8_BLOCK values from b x ACTC_DYN8_BLOCK) of
+ * the buffer as codes that exist already, a gradient held in 8 bits: its
+ * absmax into *absmax and its codes into codes (the block's length; the
+ * padding after a parameter as actc_dyn8_zero_code), returning 1; or 0 for
+ * a block whose values are to be encoded from x. */
+typedef int (*actc__codes_fn)(void *user, size_t b, float *absmax, uint8_t *codes);
+
 /* One all-reduce in flight over x[0..n). */
 typedef struct {
     int bits;                  /* 32 or 8                                     */
     float *x;
     size_t n;
+    actc__codes_fn codes;      /* 8 bits: the blocks sent as they are, or NULL */
+    void *codes_user;
     int phase;                 /* AR_IDLE, AR_SPREAD, AR_SUMMED (8 bits: the
                                   all-to-all is done, the all-gather waits its
                                   turn), AR_GATHER, AR_DONE                   */
@@ -28,6 +37,8 @@ typedef struct {
     int first, count;          /* positions in actc_dist.order                 */
     int ready;                 /* of them complete this step                  */
     float *buf;                /* their gradients, packed (ACTC_MEM_COMM)     */
+    size_t *off;               /* count + 1 offsets into buf (slot_len)       */
+    actc_dist *d;              /* the handle (for the codes callback)         */
     actc__allreduce ar;
 } actc__bucket;
 
@@ -66,8 +77,15 @@ actc_status actc__dist_set_group(actc_dist *d, actc_trainer *t);
 actc_status actc__dist_wait(actc_dist *d, MPI_Request *req, const char *what);
 /* ACTC_ERR_COMM with MPI's message for rc (what: the call). */
 actc_status actc__mpi_error(int rc, const char *what);
-/* Start the sum of x[0..n) over the ranks (bits 32 or 8). */
-actc_status actc__allreduce_start(actc_dist *d, actc__allreduce *a, int bits, float *x, size_t n);
+/* Start the sum of x[0..n) over the ranks (bits 32 or 8).  In 8 bits the
+ * blocks codes(user) gives are sent as those codes (NULL: every block
+ * encoded from x); x must then hold their decoded values. */
+actc_status actc__allreduce_start(actc_dist *d, actc__allreduce *a, int bits, float *x, size_t n,
+                                  actc__codes_fn codes, void *user);
+/* A done 8-bit all-reduce's sum as codes: block b's absmax, *codes and
+ * *len (what the all-gather delivered, which x holds decoded). */
+float actc__allreduce_block(const actc_dist *d, const actc__allreduce *a, size_t b, const uint8_t **codes,
+                            size_t *len);
 /* Move a forward: test its request (wait: until it is AR_DONE).  An 8-bit
  * one starts its all-gather only with may_gather (its turn: every earlier
  * one has started its own); wait implies it. */

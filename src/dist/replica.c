@@ -2,6 +2,7 @@
  * 0, the trainer's group, and the gradient buckets that its hooks start as
  * backward completes them and finish after backward. */
 #include "dist.h"
+#include "../codec/codec.h"
 #include "../grad/grad.h"
 #include "../core/core.h"
 #include <math.h>
@@ -28,6 +29,8 @@ static void drop_buckets(actc_dist *d)
         actc__allreduce_release(&b->ar);
         actc_mem_free(b->buf);
         b->buf = NULL;
+        free(b->off);
+        b->off = NULL;
         b->ar.phase = AR_IDLE;
         b->ar.req = MPI_REQUEST_NULL;
         b->ready = 0;
@@ -72,31 +75,98 @@ static actc_status begin_step(actc_dist *d)
     return ACTC_OK;
 }
 
+/* The floats parameter p's gradient takes in its bucket: its wire length,
+ * rounded up in 8-bit exchanges to whole blocks of the dynamic map (zeros
+ * after it), so that every block of the wire holds one parameter's values
+ * from its first element on: the blocks of the gradient's own 8-bit form
+ * when it is held in one (--grad-bits 8), which the exchange then re-encodes
+ * to the same codes, so that the sum is its only rounding. */
+static size_t slot_len(const actc_dist *d, const actc_tensor *p)
+{
+    const size_t n = actc__grad_wire_len(p), G = ACTC_DYN8_BLOCK;
+    return d->o.grad_comm == 8 ? (n + G - 1) / G * G : n;
+}
+
+static actc_tensor *bucket_param(const actc__bucket *b, int k) { return b->d->params[b->d->order[b->first + k]]; }
+
+/* The bucket's block `blk` as the codes of the parameter gradient held in
+ * 8 bits that it belongs to (actc__codes_fn), the padding after the
+ * parameter as zeros. */
+static int held_codes(void *user, size_t blk, float *absmax, uint8_t *codes)
+{
+    const actc__bucket *b = user;
+    const size_t G = ACTC_DYN8_BLOCK, e = blk * G;
+    int lo = 0, hi = b->count - 1; /* the slot holding element e */
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) / 2;
+        if (b->off[mid] <= e) lo = mid;
+        else hi = mid - 1;
+    }
+    const actc_tensor *p = bucket_param(b, lo);
+    float scale;
+    const void *payload = actc__grad_dyn8(p, &scale);
+    if (!payload) return 0;
+    const uint8_t *c;
+    size_t len;
+    *absmax = actc_dyn8_get_block(payload, p->numel, (e - b->off[lo]) / G, &c, &len) * scale;
+    memcpy(codes, c, len);
+    memset(codes + len, actc_dyn8_zero_code(), G - len);
+    return 1;
+}
+
+/* The sum the 8-bit exchange delivered to p, the k-th parameter of b, in
+ * its own 8-bit form: the codes, not their decoded values re-encoded. */
+static actc_status set_held(actc_dist *d, actc__bucket *b, int k, actc_tensor *p)
+{
+    const size_t G = ACTC_DYN8_BLOCK, n = p->numel;
+    uint8_t *payload = actc_mem_alloc(ACTC_MEM_SCRATCH, actc_dyn8_bytes(n, 0));
+    if (!payload) return actc_last_status();
+    for (size_t j = 0; j * G < n; j++) {
+        const uint8_t *c;
+        size_t len;
+        const float absmax = actc__allreduce_block(d, &b->ar, b->off[k] / G + j, &c, &len);
+        actc_dyn8_put_block(payload, n, j, absmax, c);
+    }
+    actc_status s = actc__grad_set_dyn8(p, payload);
+    actc_mem_free(payload);
+    return s;
+}
+
 /* Pack bucket b's gradients and start their all-reduce. */
 static actc_status launch(actc_dist *d, actc__bucket *b)
 {
     size_t n = 0;
-    for (int k = 0; k < b->count; k++) n += actc__grad_wire_len(d->params[d->order[b->first + k]]);
-    if (!(b->buf = actc_mem_alloc(ACTC_MEM_COMM, (n ? n : 1) * sizeof *b->buf))) return actc_last_status();
-    size_t off = 0;
+    if (!(b->off = malloc(((size_t)b->count + 1) * sizeof *b->off)))
+        return actc_set_error(ACTC_ERR_OOM, "out of memory for a gradient bucket");
     for (int k = 0; k < b->count; k++) {
-        const actc_tensor *p = d->params[d->order[b->first + k]];
-        actc_status s = actc__grad_wire_get(p, b->buf + off);
+        b->off[k] = n;
+        n += slot_len(d, bucket_param(b, k));
+    }
+    b->off[b->count] = n;
+    if (!(b->buf = actc_mem_alloc(ACTC_MEM_COMM, (n ? n : 1) * sizeof *b->buf))) return actc_last_status();
+    int held = 0; /* a gradient held in 8 bits: its codes travel */
+    for (int k = 0; k < b->count; k++) {
+        const actc_tensor *p = bucket_param(b, k);
+        float scale;
+        held |= d->o.grad_comm == 8 && actc__grad_dyn8(p, &scale);
+        float *x = b->buf + b->off[k];
+        actc_status s = actc__grad_wire_get(p, x);
         if (s != ACTC_OK) return s;
         /* The 8-bit codes have no NaN or infinity (the codec maps them to
          * finite values): refuse them here, as clipping and the optimizer
          * would after an fp32 exchange. */
         const size_t len = actc__grad_wire_len(p);
         for (size_t j = 0; d->o.grad_comm == 8 && j < len; j++)
-            if (!isfinite(b->buf[off + j]))
+            if (!isfinite(x[j]))
                 return actc_set_error(ACTC_ERR_NUMERIC, "the gradient of '%s' holds %s (element %zu): not sent",
-                                      p->name, isnan(b->buf[off + j]) ? "NaN" : "an infinity", j);
-        off += len;
+                                      p->name, isnan(x[j]) ? "NaN" : "an infinity", j);
+        memset(x + len, 0, (b->off[k + 1] - b->off[k] - len) * sizeof *x);
         d->st.fp32_floats += p->numel;
     }
     if (d->next == 0) d->t_start = actc__now();
     d->st.floats += n;
-    actc_status s = actc__allreduce_start(d, &b->ar, d->o.grad_comm, b->buf, n);
+    actc_status s =
+        actc__allreduce_start(d, &b->ar, d->o.grad_comm, b->buf, n, held ? held_codes : NULL, b);
     d->st.bytes_sent += b->ar.sent;
     return s;
 }
@@ -149,11 +219,12 @@ static actc_status after_backward(actc_trainer *t, void *user)
     for (int i = 0; s == ACTC_OK && i < d->nb; i++) {
         actc__bucket *b = &d->b[i];
         s = actc__allreduce_progress(d, &b->ar, 1, 1);
-        size_t off = 0;
-        for (int k = 0; s == ACTC_OK && k < b->count; k++) {
-            actc_tensor *p = d->params[d->order[b->first + k]];
-            s = actc__grad_wire_set(p, actc_ctx_seed(ctx), actc_ctx_step(ctx), b->buf + off);
-            off += actc__grad_wire_len(p);
+        /* One rank sums nothing: its gradients stay as they are. */
+        for (int k = 0; s == ACTC_OK && d->size > 1 && k < b->count; k++) {
+            actc_tensor *p = bucket_param(b, k);
+            float scale;
+            if (d->o.grad_comm == 8 && actc__grad_dyn8(p, &scale)) s = set_held(d, b, k, p);
+            else s = actc__grad_wire_set(p, actc_ctx_seed(ctx), actc_ctx_step(ctx), b->buf + b->off[k]);
         }
     }
     drop_buckets(d); /* on failure, broken if any exchange is still in flight */
@@ -221,6 +292,7 @@ actc_status actc_dist_attach(actc_dist *d, actc_trainer *t, const actc_dist_opts
         d->order[k] = i;
         if (d->nb == 0 || bytes >= opt.bucket_bytes) {
             d->b[d->nb].first = k;
+            d->b[d->nb].d = d;
             d->b[d->nb].ar.req = MPI_REQUEST_NULL;
             d->nb++;
             bytes = 0;

@@ -250,6 +250,26 @@ actc_status actc__grad_wire_set(actc_tensor *t, uint64_t seed, uint64_t step, co
     }
 }
 
+const void *actc__grad_dyn8(const actc_tensor *t, float *scale)
+{
+    const form_state *g = fs(t);
+    if (!g || !g->blob || g->codec != &actc_codec_dyn8 || (g->args.group && g->args.group != ACTC_DYN8_BLOCK))
+        return NULL;
+    *scale = g->scale;
+    return g->blob;
+}
+
+actc_status actc__grad_set_dyn8(actc_tensor *t, const void *payload)
+{
+    float scale;
+    form_state *g = fs(t);
+    if (!actc__grad_dyn8(t, &scale))
+        return actc_set_error(ACTC_ERR_STATE, "'%s' holds no 8-bit gradient to replace", pname(t));
+    memcpy(g->blob, payload, g->bytes);
+    g->scale = 1.0f;
+    return ACTC_OK;
+}
+
 void actc_grad_get_info(const actc_tensor *t, actc_grad_info *out)
 {
     memset(out, 0, sizeof *out);

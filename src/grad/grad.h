@@ -32,6 +32,13 @@ void actc__grad_scale(actc_tensor *t, float c);
  * re-encoded with the streams of (seed, step), the same on every rank;
  * nothing when t holds none). */
 size_t actc__grad_wire_len(const actc_tensor *t);
+/* The 8-bit wire's own form: t's gradient held in the dynamic map (blocks
+ * of ACTC_DYN8_BLOCK from its first element, as actc_param_set_grad_codec
+ * "dyn8" holds it): its payload (numel values) and the factor its values
+ * carry (*scale), or NULL; set_dyn8 replaces it by payload (the same
+ * blocks: the codes an exchange delivered, not re-encoded), factor 1. */
+const void *actc__grad_dyn8(const actc_tensor *t, float *scale);
+actc_status actc__grad_set_dyn8(actc_tensor *t, const void *payload);
 actc_status actc__grad_wire_get(const actc_tensor *t, float *out);
 actc_status actc__grad_wire_set(actc_tensor *t, uint64_t seed, uint64_t step, const float *in);
 #endif

@@ -8,7 +8,10 @@
  *  - step:     base_lr * gamma^floor(t / step_size) (step_size 0: no decay);
  *  - cosine:   min_lr + (base_lr - min_lr) (1 + cos(pi t / T)) / 2 with
  *              T = total_steps - W, as PyTorch's CosineAnnealingLR; from t = T
- *              on (or if total_steps <= W) the rate stays at min_lr.
+ *              on (or if 0 < total_steps <= W) the rate stays at min_lr;
+ *              total_steps 0 (no horizon given) is no decay, as step_size 0
+ *              is for the step schedule: a caller that forgot the horizon
+ *              keeps training at base_lr instead of stopping at min_lr.
  * Computed in double, returned as float. */
 #include "actc.h"
 #include <errno.h>
@@ -28,6 +31,7 @@ float actc_lr_at(const actc_lr_schedule *s, uint64_t step)
         if (s->step_size == 0) return (float)base;
         return (float)(base * pow((double)s->gamma, (double)(t / s->step_size)));
     case ACTC_LR_COSINE: {
+        if (s->total_steps == 0) return (float)base;
         const uint64_t T = s->total_steps > W ? s->total_steps - W : 0;
         if (t >= T) return s->min_lr;
         const double minlr = s->min_lr;

@@ -46,6 +46,15 @@ struct actc_controller {
 
 actc_controller_opts actc_controller_default_opts(void) { return (actc_controller_opts){1000, 8, 0.5}; }
 
+actc_status actc__controller_check_opts(const actc_controller_opts *o)
+{
+    if (o->adapt_interval < 1 || o->estimate_samples < 0 || !(o->alert_fraction > 0) || !isfinite(o->alert_fraction))
+        return actc_set_error(ACTC_ERR_INVALID, "controller options: adapt_interval %llu (>= 1), estimate_samples %d "
+                                                "(>= 0), alert_fraction %g (> 0, finite)",
+                              (unsigned long long)o->adapt_interval, o->estimate_samples, o->alert_fraction);
+    return ACTC_OK;
+}
+
 actc_controller *actc_controller_new(actc_ctx *ctx, actc_tensor **params, int n, const actc_controller_opts *o)
 {
     actc_controller_opts d = o ? *o : actc_controller_default_opts();
@@ -53,12 +62,7 @@ actc_controller *actc_controller_new(actc_ctx *ctx, actc_tensor **params, int n,
         actc_set_error(ACTC_ERR_INVALID, "actc_controller_new: NULL context or parameters");
         return NULL;
     }
-    if (d.adapt_interval < 1 || d.estimate_samples < 0 || !(d.alert_fraction > 0)) {
-        actc_set_error(ACTC_ERR_INVALID, "controller options: adapt_interval %llu (>= 1), estimate_samples %d "
-                                         "(>= 0), alert_fraction %g (> 0)",
-                       (unsigned long long)d.adapt_interval, d.estimate_samples, d.alert_fraction);
-        return NULL;
-    }
+    if (actc__controller_check_opts(&d) != ACTC_OK) return NULL;
     actc_controller *c = calloc(1, sizeof *c);
     actc_tensor **pp = calloc((size_t)n + 1, sizeof *pp);
     if (!c || !pp) {
@@ -149,6 +153,13 @@ static actc_status grad_diff(const actc_controller *c, float *ref, int copy, int
     return s;
 }
 
+/* The policy on p's chain that learns by measuring passes, or NULL. */
+static actc_policy *measuring(const actc_policy *p)
+{
+    actc_policy *m = actc__policy_learner(p);
+    return m && m->measure->commit ? m : NULL;
+}
+
 /* Algorithm 1 through the measuring policy m's hooks, then its commit. */
 static actc_status estimate(actc_controller *c, actc_policy *m, actc_fwdbwd_fn fn, void *user)
 {
@@ -235,7 +246,7 @@ actc_status actc_controller_iterate(actc_controller *c, actc_fwdbwd_fn fn, void 
     if (!c || !fn) return actc_set_error(ACTC_ERR_INVALID, "actc_controller_iterate: NULL controller or function");
     /* A frozen policy (actc_ctx_freeze_policy) is measured no more: the pass
      * runs with the bits it has and leaves the controller's state alone. */
-    actc_policy *m = c->ctx->policy && c->ctx->policy->frozen ? NULL : actc__policy_measuring(c->ctx->policy);
+    actc_policy *m = c->ctx->policy && c->ctx->policy->frozen ? NULL : measuring(c->ctx->policy);
     const uint64_t step = actc_ctx_step(c->ctx);
     c->adapted = 0;
     actc_status s = ACTC_OK;
@@ -252,14 +263,11 @@ actc_status actc_controller_iterate(actc_controller *c, actc_fwdbwd_fn fn, void 
 
 int actc_controller_adapted(const actc_controller *c) { return c && c->adapted; }
 
-int actc_ctx_policy_measures(const actc_ctx *ctx) { return ctx && actc__policy_measuring(ctx->policy) != NULL; }
+int actc_ctx_policy_measures(const actc_ctx *ctx) { return ctx && measuring(ctx->policy) != NULL; }
 
 /* A policy learns from what it sees if it measures (GACT) or observes
  * gradients (ActNN's adaptive levels, also under compact). */
-int actc_ctx_policy_learns(const actc_ctx *ctx)
-{
-    return ctx && ctx->policy && (ctx->policy->observe_grad || actc_ctx_policy_measures(ctx));
-}
+int actc_ctx_policy_learns(const actc_ctx *ctx) { return ctx && actc__policy_learner(ctx->policy) != NULL; }
 
 const char *actc_controller_take_alert(actc_controller *c)
 {

@@ -19,12 +19,11 @@ actc_status actc__policy_new(const char *spec, size_t state_bytes,
 /* A policy decorating inner (composition: compact's projections over a
  * codec policy): it takes ownership of inner (and frees it on failure), and
  * every slot the decorator does not set itself reaches inner's: choose,
- * observe_grad, after_backward, save_state/load_state and the region plans;
- * measure and tensors are found on the chain (actc__policy_measuring,
- * actc__policy_find_tensors).  destroy frees inner, the state and p. */
+ * save_state/load_state and the region plans; the measure hooks and the
+ * tensor table are found on the chain (actc__policy_learner,
+ * actc__policy_find_tensors), and after_backward is the decorator's own.
+ * destroy frees inner, the state and p. */
 actc_status actc__policy_decorate(const char *spec, size_t state_bytes, actc_policy *inner, actc_policy **out);
-/* The policy on p's chain (p, p->inner, ...) that measures, or NULL. */
-actc_policy *actc__policy_measuring(const actc_policy *p);
 /* The policy on p's chain with a tensor table, or NULL. */
 actc_policy *actc__policy_find_tensors(const actc_policy *p);
 
@@ -55,10 +54,10 @@ typedef struct {
 #define ACTC_COMPACT_GAP 50      /* the paper's T for 60M-350M (appendix B.1) */
 #define ACTC_COMPACT_SCALE 0.25f /* the paper's alpha (appendix B.1)          */
 #define ACTC_COMPACT_DENSITY (1.0f / 3.0f) /* Achlioptas' sparse signs       */
-#define ACTC_COMPACT_LAYERS "*.attn|*.mlp" /* the transformers' blocks       */
 #define ACTC_COMPACT_LAYERS_MAX 96  /* bytes of a layers= value, NUL included */
 /* A compact policy over the codec policy inner (it takes ownership, and
- * frees inner on failure); layers: '|'-separated globs over scopes. */
+ * frees inner on failure); layers: '|'-separated globs over scopes, or ""
+ * for the default, the linear layers inside the model's blocks. */
 actc_status actc__policy_compact(const char *spec, const actc_compact_opts *o, const char *layers, actc_policy *inner,
                                  actc_policy **out);
 /* AGoQ (policy_agoq.c): attention and loss saves exact, norms and
@@ -75,6 +74,8 @@ actc_status actc__policy_gact(const char *spec, double budget, int fixed_bits, i
                               actc_policy **out);
 #define GACT_EST_BITS 4 /* every tensor's width during the sensitivity passes */
 
+/* ACTC_ERR_INVALID naming the bad field of controller options o. */
+actc_status actc__controller_check_opts(const actc_controller_opts *o);
 /* The controller's checkpoint state (gact_controller.c): what save wrote,
  * load checks in full before changing the controller. */
 actc_status actc__controller_save(const actc_controller *c, actc__wbuf *w);

@@ -167,9 +167,8 @@ static void update_grad_averages(actnn_state *s)
 }
 
 /* Per-layer re-allocation over every (layer, sample) of the step just done. */
-static actc_status actnn_after_backward(actc_policy *p, actc_ctx *ctx)
+static actc_status actnn_replan(actc_policy *p)
 {
-    (void)ctx;
     actnn_state *s = p->state;
     update_grad_averages(s);
     int items = 0, n_seen = 0;
@@ -297,26 +296,26 @@ static actc_status actnn_load_state(actc_policy *p, actc__rbuf *r)
     return ACTC_OK;
 }
 
+static const actc_policy_measure actnn_measure = {.observe_grad = actnn_observe_grad, .replan = actnn_replan};
+
 actc_status actc__policy_actnn_mixed(const char *spec, double budget, actc_policy **out)
 {
     actc_status st = actc__policy_new(spec, sizeof(actnn_state), actnn_choose, out);
     if (st != ACTC_OK) return st;
     actc_policy *p = *out;
     ((actnn_state *)p->state)->budget = budget;
-    p->observe_grad = actnn_observe_grad;
-    p->after_backward = actnn_after_backward;
+    p->measure = &actnn_measure;
     p->destroy = actnn_destroy;
     p->save_state = actnn_save_state;
     p->load_state = actnn_load_state;
     return ACTC_OK;
 }
 
-/* The policy that observes gradients on p's chain: ActNN's mixed precision
- * is the one that does. */
+/* ActNN's mixed precision on p's chain (the learner, if it is one). */
 static const actc_policy *observer(const actc_policy *p)
 {
-    while (p && p->inner) p = p->inner;
-    return p && p->observe_grad ? p : NULL;
+    p = actc__policy_learner(p);
+    return p && p->measure == &actnn_measure ? p : NULL;
 }
 
 int actc__actnn_layers(const actc_policy *p, uint64_t *keys, double *bits, double *grad_sq, int cap)

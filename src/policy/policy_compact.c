@@ -24,18 +24,24 @@
 
 typedef struct {
     actc_compact_opts o;
-    char layers[ACTC_COMPACT_LAYERS_MAX];  /* '|'-separated globs over the save's scope */
+    char layers[ACTC_COMPACT_LAYERS_MAX];  /* '|'-separated globs over the save's scope;
+                                              "": the linear layers in the model's blocks */
     uint64_t planned;         /* projections planned since the last backward */
 } compact_state;
 
 static compact_state *cs(const actc_policy *p) { return p->state; }
 
-static int layer_selected(const char *layers, const char *scope)
+/* The layers the user named by scope, or by default those inside the
+ * blocks the model marks (actc_region with ACTC_REGION_BLOCK): the
+ * transformer's attention and MLP, not its head, whose output is the
+ * logits, nor layers of models that have no blocks. */
+static int layer_selected(const char *layers, const actc_save_desc *d)
 {
+    if (!*layers) return d->in_block;
     char buf[ACTC_COMPACT_LAYERS_MAX];
     snprintf(buf, sizeof buf, "%s", layers);
     for (char *save = NULL, *g = strtok_r(buf, "|", &save); g; g = strtok_r(NULL, "|", &save))
-        if (!fnmatch(g, scope, 0)) return 1;
+        if (!fnmatch(g, d->scope, 0)) return 1;
     return 0;
 }
 
@@ -51,7 +57,7 @@ static actc_status compact_transform(actc_policy *p, const actc_save_desc *d, ac
     compact_state *s = cs(p);
     if (d->role->role != ACTC_ROLE_LINEAR_IN || !(d->role->transforms & ACTC_XFORM_PROJECT)) return ACTC_OK;
     if (d->kept && !s->o.all_linear) return ACTC_OK;
-    if (!layer_selected(s->layers, d->scope)) return ACTC_OK;
+    if (!layer_selected(s->layers, d)) return ACTC_OK;
     const int n = d->t->shape[d->t->ndim - 1];
     const int r = compact_rank(&s->o, n);
     if (r > n)
@@ -78,12 +84,13 @@ static actc_status compact_after(actc_policy *p, actc_ctx *ctx)
     compact_state *s = cs(p);
     if (!s->planned)
         return actc_set_error(ACTC_ERR_INVALID, "policy %s projected no linear layer: it applies to linear layers "
-                              "whose weight is a trained parameter, in the scopes layers= selects (%s; the default %s "
-                              "is the transformer blocks), except those whose input another operator keeps "
-                              "(all-linear includes them)", p->spec, s->layers, ACTC_COMPACT_LAYERS);
+                              "whose weight is a trained parameter, %s%s%s, except those whose input another "
+                              "operator keeps (all-linear includes them)", p->spec,
+                              *s->layers ? "in the scopes layers= selects (" : "inside the model's blocks (a model "
+                              "without blocks needs layers=, globs over its scopes", s->layers, ")");
+    (void)ctx;
     s->planned = 0;
-    actc_policy *in = p->inner; /* the codec policy (fp32 when none given) */
-    return in->after_backward ? in->after_backward(in, ctx) : ACTC_OK;
+    return ACTC_OK;
 }
 
 actc_status actc__policy_compact(const char *spec, const actc_compact_opts *o, const char *layers, actc_policy *inner,

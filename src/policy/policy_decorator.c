@@ -1,8 +1,9 @@
 /* Composition: a policy that decorates another (compact's projections over
  * a codec policy) forwards what it does not do itself to the policy it
  * wraps.  The forwarding is written once here, so a decorator sets only the
- * slots it adds or changes; what is looked up rather than forwarded
- * (measurement, the tensor table) is found by walking the chain. */
+ * slots it adds or changes; what is looked up rather than forwarded (the
+ * measure hooks, actc__policy_learner; the tensor table) is found by
+ * walking the chain, and a decorator's after_backward is its own. */
 #include "policy.h"
 #include <stdlib.h>
 #include <string.h>
@@ -12,13 +13,6 @@ static actc_status fwd_choose(actc_policy *p, const actc_save_desc *d, const act
 {
     return p->inner->choose(p->inner, d, codec, args);
 }
-
-static void fwd_observe(actc_policy *p, const uint64_t *keys, int n, double g)
-{
-    p->inner->observe_grad(p->inner, keys, n, g);
-}
-
-static actc_status fwd_after(actc_policy *p, actc_ctx *ctx) { return p->inner->after_backward(p->inner, ctx); }
 
 static actc_status fwd_save(const actc_policy *p, actc__wbuf *w) { return p->inner->save_state(p->inner, w); }
 
@@ -40,19 +34,11 @@ actc_status actc__policy_decorate(const char *spec, size_t state_bytes, actc_pol
     }
     actc_policy *p = *out;
     p->inner = inner;
-    p->observe_grad = inner->observe_grad ? fwd_observe : NULL;
-    p->after_backward = inner->after_backward ? fwd_after : NULL;
     p->save_state = inner->save_state ? fwd_save : NULL;
     p->load_state = inner->load_state ? fwd_load : NULL;
     p->destroy = decorator_destroy;
     memcpy(p->region, inner->region, sizeof p->region);
     return ACTC_OK;
-}
-
-actc_policy *actc__policy_measuring(const actc_policy *p)
-{
-    while (p && !p->measure) p = p->inner;
-    return (actc_policy *)p;
 }
 
 actc_policy *actc__policy_find_tensors(const actc_policy *p)

@@ -300,8 +300,9 @@ static double gact_unit_variance(const actc_policy *p)
     return actc__quant_var_factor(GACT_EST_BITS);
 }
 
-static const actc_policy_measure gact_measure = {gact_mode, gact_keys, gact_unit_variance, gact_commit,
-                                                 gact_variance};
+static const actc_policy_measure gact_measure = {.mode = gact_mode, .keys = gact_keys,
+                                                 .unit_variance = gact_unit_variance, .commit = gact_commit,
+                                                 .variance = gact_variance};
 
 actc_status actc__policy_gact(const char *spec, double budget, int fixed_bits, int segments, int attention,
                               actc_policy **out)

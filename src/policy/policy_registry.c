@@ -49,7 +49,7 @@ static const char *const g_list =
     "  agoq:block=B,fmt=F,round=R  blocks of B (32..4096, a power of two), F = fp4-bnb\n"
     "                    (bitsandbytes' FP4), fp4-e2m1 (OCP MX) or nf4, R = nearest or\n"
     "                    stochastic\n"
-    "  compact[:opts]    CompAct: the linear layers of the transformer blocks save a random\n"
+    "  compact[:opts]    CompAct: the linear layers of the model's blocks save a random\n"
     "                    projection x P of their input (rank r) and get a low-rank weight\n"
     "                    gradient the optimizer steps in the subspace; opts, comma-separated:\n"
     "                    r=F (a fraction of the width, default 0.25) or r=N (a rank),\n"
@@ -57,7 +57,8 @@ static const char *const g_list =
     "                    scale=A (the step back's alpha, default 0.25),\n"
     "                    proj=gauss|sparse|shared (sparse JL signs, or one P for every\n"
     "                    layer), density=D (sparse: non-zero fraction, default 1/3),\n"
-    "                    layers=GLOB|GLOB (scopes, default *.attn|*.mlp), all-linear (also\n"
+    "                    layers=GLOB|GLOB (scopes instead of the blocks, e.g. *.mlp),\n"
+    "                    all-linear (also the layers whose input another operator keeps,\n"
     "                    the attention output projection), reset (fresh moments with each P)\n"
     "  compact:...+P     CompAct with codec policy P for every save, the projections\n"
     "                    included (e.g. compact:r=0.25+gact:4, compact:r=0.5+division)\n"
@@ -293,7 +294,7 @@ static int compact_canon(const actc_compact_opts *o, const char *layers, const c
     ADD(",scale=%.9g", (double)o->scale);
     if (o->sparse) ADD(",proj=sparse,density=%.9g", (double)o->density);
     if (o->shared_seed) ADD(",proj=shared");
-    if (strcmp(layers, ACTC_COMPACT_LAYERS)) ADD(",layers=%s", layers);
+    if (*layers) ADD(",layers=%s", layers);
     if (o->all_linear) ADD(",all-linear");
     if (o->reset) ADD(",reset");
     if (inner) ADD("+%s", inner);
@@ -304,7 +305,7 @@ static int compact_canon(const actc_compact_opts *o, const char *layers, const c
 /* compact[:opt,...][+codec policy] */
 static actc_status parse_compact(const char *spec, actc_policy **out)
 {
-    char buf[ACTC_POLICY_MAX], layers[ACTC_COMPACT_LAYERS_MAX] = ACTC_COMPACT_LAYERS;
+    char buf[ACTC_POLICY_MAX], layers[ACTC_COMPACT_LAYERS_MAX] = "";
     if (strlen(spec) >= sizeof buf) return bad_spec(spec, "too long");
     strcpy(buf, spec);
     /* The '+' before a policy name (a letter follows), not an exponent's

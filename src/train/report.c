@@ -1,6 +1,7 @@
-/* The memory report: what the allocator and the store saw, formatted by the
- * library into the caller's buffer (the library never prints), as the text
- * table of `actc train` or as one JSON object. */
+/* The reports: the memory report (what the allocator and the store saw)
+ * and the GACT controller's tensor table, formatted by the library into the
+ * caller's buffer or file (the library never prints on its own), as the
+ * text tables of `actc train` and `actc inspect` or as JSON. */
 #include "train.h"
 #include "../optim/optim.h"
 #include <stdarg.h>
@@ -175,4 +176,80 @@ actc_status actc_trainer_report_file(const actc_trainer *t, int format, FILE *f)
     int rc = fputs(big, f);
     free(big);
     return rc == EOF ? actc_set_error(ACTC_ERR_IO, "cannot write the memory report") : ACTC_OK;
+}
+
+/* ---- the controller's tensor table ---- */
+
+/* The controller's tensor table in a fresh array (*n entries), or NULL. */
+static actc_saved_info *tensors(const actc_controller *c, int *n)
+{
+    *n = actc_controller_tensors(c, NULL, 0);
+    actc_saved_info *t = *n > 0 ? malloc((size_t)*n * sizeof *t) : NULL;
+    if (t) actc_controller_tensors(c, t, *n);
+    else if (*n < 0) *n = 0;
+    return t;
+}
+
+static void shape_str(const actc_saved_info *t, char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int d = 0; d < t->ndim && len + 1 < cap; d++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%d", d ? "x" : "", t->shape[d]);
+}
+
+static void tensors_text(FILE *f, const actc_controller *c, const actc_saved_info *t, int n)
+{
+    fprintf(f, "  %3s  %-18s %-16s %-16s %12s %5s %12s %12s\n", "#", "scope", "operator", "shape", "c_l", "bits",
+            "stored", "fp32");
+    double bits = 0, elems = 0;
+    size_t stored = 0, fp32 = 0;
+    for (int i = 0; i < n; i++) {
+        char shp[64], a[32], b[32], cl[32];
+        shape_str(&t[i], shp, sizeof shp);
+        if (t[i].sensitivity >= 0) snprintf(cl, sizeof cl, "%.4g", t[i].sensitivity);
+        else snprintf(cl, sizeof cl, "-");
+        fprintf(f, "  %3d  %-18s %-16s %-16s %12s %5d %12s %12s\n", i, t[i].scope[0] ? t[i].scope : "-", t[i].op, shp,
+                cl, t[i].bits, actc_format_bytes(t[i].stored_bytes, a, sizeof a),
+                actc_format_bytes(t[i].fp32_bytes, b, sizeof b));
+        bits += (double)t[i].bits * (double)(t[i].fp32_bytes / 4);
+        elems += (double)(t[i].fp32_bytes / 4);
+        stored += t[i].stored_bytes;
+        fp32 += t[i].fp32_bytes;
+    }
+    char a[32], b[32];
+    double comp, overall;
+    actc_controller_variances(c, &comp, &overall);
+    fprintf(f, "  %d ACT tensors: %.2f bits per element on average, stored %s vs fp32 %s (%.2fx); "
+               "compression variance V(b) = %.4g\n",
+            n, elems > 0 ? bits / elems : 0, actc_format_bytes(stored, a, sizeof a), actc_format_bytes(fp32, b, sizeof b),
+            stored ? (double)fp32 / (double)stored : 0, comp);
+}
+
+static void tensors_json(FILE *f, const actc_saved_info *t, int n)
+{
+    fputc('[', f);
+    for (int i = 0; i < n; i++) {
+        char shp[64];
+        shape_str(&t[i], shp, sizeof shp);
+        fputs(i ? ",{\"scope\":" : "{\"scope\":", f);
+        actc_json_string(f, t[i].scope);
+        fputs(",\"op\":", f);
+        actc_json_string(f, t[i].op);
+        fprintf(f, ",\"shape\":\"%s\",\"c\":%.6g,\"bits\":%d,\"stored\":%zu,\"fp32\":%zu}", shp, t[i].sensitivity,
+                t[i].bits, t[i].stored_bytes, t[i].fp32_bytes);
+    }
+    fputc(']', f);
+}
+
+actc_status actc_controller_report_file(const actc_controller *c, int format, FILE *f)
+{
+    if (!f) return actc_set_error(ACTC_ERR_INVALID, "actc_controller_report_file: NULL file");
+    int n;
+    actc_saved_info *t = tensors(c, &n);
+    if (n && !t) return actc_set_error(ACTC_ERR_OOM, "out of memory for the tensor table");
+    if (format == ACTC_REPORT_JSON) tensors_json(f, t, n);
+    else tensors_text(f, c, t, n);
+    free(t);
+    return ferror(f) ? actc_set_error(ACTC_ERR_IO, "cannot write the tensor table") : ACTC_OK;
 }

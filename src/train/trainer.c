@@ -13,6 +13,7 @@
 #include "train.h"
 #include "../autograd/autograd.h"
 #include "../core/core.h"
+#include "../policy/policy.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +45,35 @@ actc_optim *actc__trainer_make_optim(const actc_trainer_opts *o, actc_tensor **p
     return actc_sgd_new(params, n, o->momentum, o->nesterov, o->weight_decay);
 }
 
-/* Fill in the defaults that depend on the optimizer and check the rest. */
+actc_trainer_opts actc_trainer_opts_for_model(const char *model)
+{
+    actc_trainer_opts o = actc_trainer_default_opts();
+    o.schedule.kind = ACTC_LR_COSINE;
+    o.schedule.warmup_steps = 50;
+    if (model && actc_model_name_takes_tokens(model)) {
+        /* Short runs on few tokens per step (nanoGPT's character-level
+         * set-up). */
+        o.optim = "adamw";
+        o.beta2 = 0.99f;
+        o.clip = 1.0f;
+    } else if (model && actc_model_name_takes_graph(model)) {
+        /* The GCN and GAT papers' rate and decay with AdamW (decoupled
+         * decay: weaker than the papers' L2 term at this rate), constant. */
+        o.optim = "adamw";
+        o.lr = 0.01f;
+        o.weight_decay = 5e-4f;
+        o.schedule.kind = ACTC_LR_CONSTANT;
+        o.schedule.warmup_steps = 0;
+    }
+    return o;
+}
+
+/* x in [0, 1) */
+static int unit(float x) { return x >= 0.0f && x < 1.0f; }
+
+/* Fill in the defaults that depend on the optimizer and check the rest:
+ * every check of the options is here, for the trainer and for commands
+ * that check before loading data (actc_trainer_check_opts). */
 static actc_status resolve_opts(actc_trainer_opts *o)
 {
     const int adamw = o->optim && !strcmp(o->optim, "adamw");
@@ -61,8 +90,29 @@ static actc_status resolve_opts(actc_trainer_opts *o)
                                                 "block-wise dynamic map)", o->grad_bits);
     if (!isfinite(o->clip) || o->clip < 0.0f)
         return actc_set_error(ACTC_ERR_INVALID, "clip %g must be finite and >= 0 (0: off)", (double)o->clip);
+    if (!unit(o->momentum) || !unit(o->beta1) || !unit(o->beta2))
+        return actc_set_error(ACTC_ERR_INVALID, "momentum %g, beta1 %g and beta2 %g must be in [0, 1)",
+                              (double)o->momentum, (double)o->beta1, (double)o->beta2);
+    if (!(o->eps > 0.0f) || !isfinite(o->eps) || !isfinite(o->weight_decay))
+        return actc_set_error(ACTC_ERR_INVALID, "eps %g must be positive and finite, weight decay %g finite",
+                              (double)o->eps, (double)o->weight_decay);
+    if (!(o->schedule.min_lr >= 0.0f) || !isfinite(o->schedule.min_lr))
+        return actc_set_error(ACTC_ERR_INVALID, "min lr %g must be finite and >= 0", (double)o->schedule.min_lr);
+    actc_status s = actc__controller_check_opts(&o->controller);
+    if (s != ACTC_OK) return s;
     o->schedule.base_lr = o->lr;
     return actc_lr_check(&o->schedule);
+}
+
+actc_status actc_trainer_check_opts(const actc_trainer_opts *opts)
+{
+    actc_trainer_opts o = opts ? *opts : actc_trainer_default_opts();
+    actc_status s = resolve_opts(&o);
+    if (s != ACTC_OK) return s;
+    actc_ctx *probe = actc_ctx_new();
+    s = probe ? actc_ctx_set_policy(probe, o.policy ? o.policy : "none") : actc_last_status();
+    actc_ctx_free(probe);
+    return s;
 }
 
 /* The engine's gradient-complete event, forwarded to the user's hook during
