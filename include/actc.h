@@ -46,9 +46,9 @@ extern "C" {
  * and the package files follow it).  ABI: before 1.0 a minor release may
  * break it (soname libactc.so.0.MINOR), from 1.0 only a major one; a patch
  * release never does (README, "Installing and linking"). */
-#define ACTC_VERSION "0.9.0"
+#define ACTC_VERSION "0.10.0"
 #define ACTC_VERSION_MAJOR 0
-#define ACTC_VERSION_MINOR 9
+#define ACTC_VERSION_MINOR 10
 #define ACTC_VERSION_PATCH 0
 /* ACTC_VERSION_MAJOR * 10000 + MINOR * 100 + PATCH, for #if comparisons. */
 #define ACTC_VERSION_NUMBER (ACTC_VERSION_MAJOR * 10000 + ACTC_VERSION_MINOR * 100 + ACTC_VERSION_PATCH)
@@ -516,8 +516,8 @@ typedef struct {
     int fan_in;            /* LINEAR_IN, MATMUL_IN: the contracted size; CONV_IN:
                               input channels x kernel height x kernel width     */
     int kernel_h, kernel_w;/* CONV_IN                                            */
-    unsigned transforms;   /* ACTC_XFORM_* bits: transforms the operator can
-                              apply in place of saving (actc_plan_transform)  */
+    unsigned transforms;   /* ACTC_XFORM_* bits: transforms the operator's
+                              backward can work from (actc_save_offer)        */
 } actc_save_role;
 
 /* The saves of the built-in operators (role, and L when backward uses the
@@ -924,14 +924,15 @@ ACTC_API actc_status actc_save(actc_ctx *ctx, actc_node *node, const actc_tensor
  * stored losslessly whatever the role says. */
 ACTC_API actc_status actc_save_as(actc_ctx *ctx, actc_node *node, const actc_tensor *t, actc_save_kind kind,
                                   const actc_save_role *role);
-/* ---- Transform plans: an operator saves a transform of a tensor ----------
+/* ---- Transforms: an ACT save kept as a transform of the tensor ----------
  * An operator whose backward can work from a transform of a save (a linear
  * layer from a random projection x P of its input, giving a low-rank weight
- * gradient) advertises it in role->transforms and asks the policy before
- * saving.  The policy answers ACTC_XFORM_NONE (save t as usual, with the
- * codec it picks) or a transform with its parameters; the operator then
- * applies it and saves the result (role ACTC_ROLE_PROJECTED for a
- * projection), which the policy may compress again with any codec. */
+ * gradient) offers it in role->transforms and saves with actc_save_offer.
+ * The policy answers the save once: a codec for t, or a transform with its
+ * parameters, which the store applies, saving the result (role
+ * ACTC_ROLE_PROJECTED for a projection) in t's place; the policy may
+ * compress that again with any codec.  The operator learns which from
+ * actc_save_offer's done. */
 #define ACTC_XFORM_NONE 0u
 #define ACTC_XFORM_PROJECT 1u   /* z = x P, P: n x rank (actc_projection)     */
 /* A random projection P (n x rank), never stored: a pure function of its
@@ -963,21 +964,16 @@ typedef struct {
     unsigned kind;         /* ACTC_XFORM_NONE or ACTC_XFORM_PROJECT           */
     actc_projection proj;  /* PROJECT: the projection to apply                */
 } actc_transform;
-/* The policy's plan for saving t (of node, declared with role) when role
- * advertises transforms: *out->kind ACTC_XFORM_NONE means save t itself.
- * Asking changes nothing in the store (the stable key of the save that
- * follows is the one t would have had).  ACTC_ERR_INVALID on NULL
- * arguments. */
-ACTC_API actc_status actc_plan_transform(actc_ctx *ctx, actc_node *node, const actc_tensor *t,
-                                         const actc_save_role *role, actc_transform *out);
-/* Save z, a transform the policy planned of the operator's input `of`
- * (z = of P), in its place: an ACT save with role (ACTC_ROLE_PROJECTED for a
- * projection) that the policy compresses like any other, whose share of the
- * fp32 reference is of's size, counted once however many transforms of it
- * are saved, so the context ratio compares with saving `of` itself.  Errors
- * as actc_save_as, and ACTC_ERR_INVALID when of is NULL. */
-ACTC_API actc_status actc_save_transform(actc_ctx *ctx, actc_node *node, const actc_tensor *z,
-                                         const actc_save_role *role, const actc_tensor *of);
+/* An ACT save of t (as actc_save_as) that offers the transforms in
+ * role->transforms.  done->kind is ACTC_XFORM_NONE when t itself was saved
+ * (with the codec the policy picked), or the transform the store applied in
+ * its place, with its parameters (for backward: a projection's z = t P is
+ * loaded as save k, its share of the fp32 reference t's size, counted once,
+ * so the context ratio compares with saving t).  Errors as actc_save_as;
+ * ACTC_ERR_INVALID when done is NULL or the policy plans a transform the
+ * role does not offer. */
+ACTC_API actc_status actc_save_offer(actc_ctx *ctx, actc_node *node, const actc_tensor *t,
+                                     const actc_save_role *role, actc_transform *done);
 /* z[rows x rank] = x[rows x n] P.  P is built in SCRATCH memory for the
  * call (n x rank floats) and freed before it returns.  ACTC_ERR_INVALID for
  * a bad projection, ACTC_ERR_OOM when P cannot be allocated. */
@@ -2266,14 +2262,49 @@ ACTC_API int actc_maxbatch_try(const actc_maxbatch_opts *o, int batch, size_t *p
  * structured record of the model (family and shape), and optionally the
  * optimizer's state, or with actc_trainer_save the whole training state:
  * recipe (actc_trainer_opts), position (step, epoch, batch), the policy's
- * and the controller's state, and a free text for the application.  Files
+ * and the controller's state, the run's own recipe (actc_run_recipe) and
+ * a free text for the application.  Files
  * are written to PATH.tmp, fsync'ed and renamed.  The header and its record
  * carry their own CRC-32 (checked before anything is sized from them), the
  * whole file another one (checked before anything is loaded); loading
  * changes nothing unless every check passes.  Versions 2 and 3 (actc 0.1)
- * still load: their model shape comes from their settings text. */
+ * still load: their model shape and the trainer's options come from their
+ * settings text. */
 
 #define ACTC_CKPT_NOTE_MAX 1024
+#define ACTC_RECIPE_DATA_MAX 4096
+
+/* A run's own recipe: what a training program decides beyond the model and
+ * the trainer's options (how long it trains, on which data, in which
+ * windows, and the settings that decide its last bits), so that the
+ * program can resume, evaluate or continue the run from its checkpoint
+ * alone.  A trainer keeps it (actc_trainer_set_recipe), actc_trainer_save
+ * and actc_dist_save write it as a field of the record, actc_checkpoint_info
+ * reads it back (actc_ckpt_info.recipe).  The library records it and acts
+ * on none of it.  Strings end with a NUL inside their arrays. */
+typedef struct {
+    int epochs;                /* total epochs of the run                       */
+    int batch;                 /* samples (windows) per step                    */
+    int seq;                   /* language models: tokens per training window
+                                  (0: the model's context)                      */
+    int epoch_steps;           /* steps per epoch where the data does not set
+                                  it (language and graph models)                */
+    uint64_t eval_tokens;      /* language models: validation tokens per
+                                  evaluation (0: all)                           */
+    int augment;               /* images: random crop and horizontal flip       */
+    int limit_train;           /* only the first N training samples (0: all)    */
+    char data[ACTC_RECIPE_DATA_MAX]; /* the data, as the program names it
+                                  (actc train: "fmnist", "text:PATH", ...)      */
+    char split[64];            /* graph models: the split redrawn ("TRAIN:VAL";
+                                  "": the graph's own)                          */
+    int deterministic;         /* the run set actc_set_deterministic(1)         */
+    char gemm[16];             /* the dense-product backend forced ("dnnl",
+                                  "openblas"; "": chosen on the machine)        */
+    int grad_comm;             /* data parallel: bits per gradient on the wire
+                                  (32 or 8; actc_dist_opts.grad_comm)           */
+    size_t bucket;             /* data parallel: gradient bytes per bucket
+                                  (0: the default)                              */
+} actc_run_recipe;
 
 typedef struct {
     uint32_t version;          /* format version of the file                   */
@@ -2284,9 +2315,13 @@ typedef struct {
     char optim[16];            /* "" when the file has no optimizer state      */
     char policy[ACTC_POLICY_MAX]; /* compression policy ("" if none recorded)  */
     int has_trainer;           /* trainer, position and policy state follow    */
-    actc_trainer_opts trainer; /* the recipe (strings point into this struct)  */
+    actc_trainer_opts trainer; /* the trainer's options (strings point into
+                                  this struct); in files of versions 2 and 3,
+                                  those their settings text names              */
     uint64_t step, epoch, batch_in_epoch;
     char note[ACTC_CKPT_NOTE_MAX]; /* the application's text                   */
+    int has_recipe;            /* the file holds a run recipe                  */
+    actc_run_recipe recipe;    /* that recipe (zero when it holds none)        */
 } actc_ckpt_info;
 
 /* Read and check a checkpoint's header and record (not the tensors).
@@ -2310,7 +2345,8 @@ ACTC_API actc_status actc_checkpoint_load(const char *path, actc_model *m, actc_
 ACTC_API actc_status actc_checkpoint_probe(const char *path);
 
 /* The whole training state: model, optimizer, position, recipe, policy and
- * controller state, and the note (actc_trainer_set_note). */
+ * controller state, the run's recipe (actc_trainer_set_recipe) and the note
+ * (actc_trainer_set_note). */
 ACTC_API actc_status actc_trainer_save(actc_trainer *t, const char *path);
 /* Restore a state saved by actc_trainer_save into t (same model name and
  * shapes, same optimizer, same policy: a mismatch, or a policy-state section
@@ -2318,11 +2354,17 @@ ACTC_API actc_status actc_trainer_save(actc_trainer *t, const char *path);
  * run then continues bit for bit as if never interrupted (at the same
  * thread count).  Files without a trainer record (actc_checkpoint_save,
  * versions 2 and 3) restore the model, the optimizer and the position they
- * have. */
+ * have.  The file's run recipe and note replace t's. */
 ACTC_API actc_status actc_trainer_load(actc_trainer *t, const char *path);
 /* The application's text saved with the trainer (NULL clears it). */
 ACTC_API actc_status actc_trainer_set_note(actc_trainer *t, const char *note);
 ACTC_API const char *actc_trainer_note(const actc_trainer *t);
+/* Keep a copy of the run's recipe r with t, saved with it (NULL: none).
+ * ACTC_ERR_INVALID, and t unchanged, for a string without its NUL inside
+ * its array. */
+ACTC_API actc_status actc_trainer_set_recipe(actc_trainer *t, const actc_run_recipe *r);
+/* The run's recipe kept with t, or NULL when it has none. */
+ACTC_API const actc_run_recipe *actc_trainer_recipe(const actc_trainer *t);
 
 #ifdef __cplusplus
 }

@@ -1,8 +1,9 @@
 /* Checkpoints: round trip of model state, buffers, optimizer state, the
- * model's record and the note; every damaged file (truncated anywhere, one
- * flipped byte, wrong model, wrong optimizer, wrong shapes, missing)
- * refused with the right status and message, and a refused load changes
- * nothing; files of actc 0.1 (versions 2 and 3) still load. */
+ * model's record, the note and the run's recipe; every damaged file
+ * (truncated anywhere, one flipped byte, wrong model, wrong optimizer,
+ * wrong shapes, missing) refused with the right status and message, and a
+ * refused load changes nothing; files of actc 0.1 (versions 2 and 3) still
+ * load, their trainer's options read from their settings text. */
 #include "testutil.h"
 #include <errno.h>
 #include <math.h>
@@ -462,6 +463,24 @@ static void test_reads_version_3(void **state)
     assert_int_equal(info.model_opts.n_heads, 2);
     assert_int_equal(info.model_opts.context, 16);
     assert_int_equal(info.model_opts.attention, ACTC_ATTN_NAIVE);
+    /* The trainer's options come from the settings text too
+     * ("--lr=0.00100000005 ... --clip=1 --schedule=cosine --warmup=50
+     * --min-lr=0 --seed=1"); the run's own recipe stays in the note, the
+     * application's to read. */
+    const actc_trainer_opts *t = &info.trainer;
+    assert_string_equal(t->optim, "adamw");
+    assert_true(t->lr == 0.001f && t->beta1 == 0.9f && t->beta2 == 0.99f && t->weight_decay == 0.01f);
+    assert_true(t->clip == 1.0f && t->momentum == 0.9f && t->nesterov == 1 && t->schedule.min_lr == 0.0f);
+    assert_int_equal(t->schedule.kind, ACTC_LR_COSINE);
+    assert_int_equal(t->schedule.warmup_steps, 50);
+    assert_int_equal(t->seed, 1);
+    assert_int_equal(info.has_recipe, 0);
+    assert_non_null(strstr(info.note, "--epoch-steps=3 --eval-tokens=64 --data=text:small.txt"));
+    assert_int_equal(actc_checkpoint_info(mlp, &info), ACTC_OK);
+    t = &info.trainer;
+    assert_string_equal(t->optim, "sgd");
+    assert_true(t->lr == 0.1f && t->momentum == 0.9f && t->weight_decay == 5e-4f && t->clip == 0.0f);
+    assert_int_equal(t->seed, 3);
 }
 
 /* A version 2 file (settings[256]) made from the version 3 one loads the
@@ -622,34 +641,38 @@ static void test_forged_policy_state(void **state)
     for (int i = 0; i < 3; i++) assert_int_equal(actc_trainer_step(t, &b, &r), ACTC_OK);
     assert_int_equal(actc_trainer_save(t, path), ACTC_OK);
     assert_int_equal(actc_trainer_load(t, path), ACTC_OK); /* as written: fine */
-    size_t n, plen = 0, clen = 0;
+    size_t n, len = 0;
     unsigned char *img = slurp(path, &n);
-    const long pol = section_of(img, n, 3, &plen), ctl = section_of(img, n, 4, &clen);
-    assert_true(pol > 0 && ctl > 0);
-    /* Removed sections. */
-    for (int k = 0; k < 2; k++) {
-        const long at = k ? ctl : pol;
-        const size_t len = 12 + (k ? clen : plen);
+    const long sec = section_of(img, n, 6, &len); /* LEARNT */
+    assert_true(sec > 0);
+    /* The section removed. */
+    {
+        const size_t cut = 12 + len;
         unsigned char *c = malloc(n);
-        memcpy(c, img, (size_t)at);
-        memcpy(c + at, img + at + len, n - (size_t)at - len);
-        const size_t m2 = n - len;
+        memcpy(c, img, (size_t)sec);
+        memcpy(c + sec, img + sec + cut, n - (size_t)sec - cut);
+        const size_t m2 = n - cut;
         for (int i = 0; i < 8; i++) c[12 + i] = (unsigned char)((uint64_t)m2 >> (8 * i));
         fix_checksums(c, m2);
         spit(bad, c, m2);
         assert_int_equal(actc_trainer_load(t, bad), ACTC_ERR_FORMAT);
-        assert_non_null(strstr(actc_last_error(), k ? "without its CONTROLLER section" : "without its POLICY section"));
+        assert_non_null(strstr(actc_last_error(), "without the policy's learnt state"));
         free(c);
     }
-    /* ActNN's first layer: after the spec (u32 length + bytes), budget,
-     * step and count, each layer is key, step, bits, g^(l), the step's sum. */
-    const size_t spec = 4 + (size_t)(img[pol + 12] | img[pol + 13] << 8);
-    const size_t layer0 = (size_t)pol + 12 + spec + 8 + 8 + 4;
+    /* After the spec (u32 length + bytes): the policy's state behind its
+     * u64 length, then the controller's.  ActNN's first layer: after its
+     * budget, step and count, each layer is key, step, bits, g^(l), the
+     * step's sum. */
+    const size_t spec = 4 + (size_t)(img[sec + 12] | img[sec + 13] << 8);
+    const size_t pol = (size_t)sec + 12 + spec + 8, plen = (size_t)get64(img + pol - 8);
+    const size_t ctl = pol + plen + 8; /* the controller's state */
+    assert_true(ctl + (size_t)get64(img + ctl - 8) == (size_t)sec + 12 + len); /* it ends the section */
+    const size_t layer0 = pol + 8 + 8 + 4;
     const struct {
         size_t at;
         double v;
     } edits[] = {{layer0 + 24, NAN}, {layer0 + 24, -5.0}, {layer0 + 32, INFINITY}, {layer0 + 32, -1.0},
-                 {layer0 + 16, 0.0}, {(size_t)ctl + 12 + 8 + 8 + 4, NAN}, {(size_t)ctl + 12 + 8 + 8 + 4, -3.0}};
+                 {layer0 + 16, 0.0}, {ctl + 8 + 8 + 4, NAN}, {ctl + 8 + 8 + 4, -3.0}};
     for (size_t e = 0; e < sizeof edits / sizeof *edits; e++) {
         unsigned char *c = malloc(n);
         memcpy(c, img, n);
@@ -668,6 +691,118 @@ static void test_forged_policy_state(void **state)
     actc_model_free(m);
 }
 
+/* Every member of a run recipe equal. */
+static void assert_recipe_equal(const actc_run_recipe *a, const actc_run_recipe *b)
+{
+    assert_int_equal(a->epochs, b->epochs);
+    assert_int_equal(a->batch, b->batch);
+    assert_int_equal(a->seq, b->seq);
+    assert_int_equal(a->epoch_steps, b->epoch_steps);
+    assert_int_equal(a->eval_tokens, b->eval_tokens);
+    assert_int_equal(a->augment, b->augment);
+    assert_int_equal(a->limit_train, b->limit_train);
+    assert_string_equal(a->data, b->data);
+    assert_string_equal(a->split, b->split);
+    assert_int_equal(a->deterministic, b->deterministic);
+    assert_string_equal(a->gemm, b->gemm);
+    assert_int_equal(a->grad_comm, b->grad_comm);
+    assert_int_equal(a->bucket, b->bucket);
+}
+
+/* The run's recipe kept by a trainer travels in its checkpoint's record:
+ * every member, numbers past 32 bits, negative ones and a data string of
+ * the largest length with spaces in it, beside the note; a trainer that
+ * loads the file gets both back, and loading a file without them clears
+ * both. */
+static void test_run_recipe(void **state)
+{
+    (void)state;
+    char path[256], plain[256];
+    tpath(path, "recipe.ckpt");
+    tpath(plain, "no_recipe.ckpt");
+    actc_model *m = make_model("mlp", 16, 3);
+    actc_trainer *t = NULL, *t2 = NULL;
+    assert_int_equal(actc_trainer_new(m, NULL, &t), ACTC_OK);
+    assert_null(actc_trainer_recipe(t));
+    assert_int_equal(actc_trainer_save(t, plain), ACTC_OK);
+    actc_ckpt_info info;
+    assert_int_equal(actc_checkpoint_info(plain, &info), ACTC_OK);
+    assert_int_equal(info.has_recipe, 0);
+    assert_int_equal(info.recipe.epochs, 0);
+    assert_string_equal(info.recipe.data, "");
+
+    actc_run_recipe r;
+    memset(&r, 0, sizeof r);
+    r.epochs = 7;
+    r.batch = 24;
+    r.seq = -1;
+    r.epoch_steps = 33;
+    r.eval_tokens = 5000000000ULL;
+    r.augment = 1;
+    r.limit_train = 1234;
+    memset(r.data, 'd', sizeof r.data - 1);
+    memcpy(r.data, "text:my texts/a b.txt ", 22);
+    snprintf(r.split, sizeof r.split, "600:300");
+    r.deterministic = 1;
+    snprintf(r.gemm, sizeof r.gemm, "openblas");
+    r.grad_comm = 8;
+    r.bucket = (size_t)3 << 33;
+    assert_int_equal(actc_trainer_set_recipe(t, &r), ACTC_OK);
+    assert_recipe_equal(actc_trainer_recipe(t), &r);
+    assert_int_equal(actc_trainer_set_note(t, NOTE), ACTC_OK);
+    assert_int_equal(actc_trainer_save(t, path), ACTC_OK);
+    if (actc_checkpoint_info(path, &info) != ACTC_OK) fail_msg("%s", actc_last_error());
+    assert_int_equal(info.has_recipe, 1);
+    assert_recipe_equal(&info.recipe, &r);
+    assert_string_equal(info.note, NOTE);
+    assert_int_equal(strlen(info.recipe.data), ACTC_RECIPE_DATA_MAX - 1);
+
+    /* A trainer that loads the file keeps its recipe and note... */
+    actc_model *m2 = make_model("mlp", 16, 4);
+    assert_int_equal(actc_trainer_new(m2, NULL, &t2), ACTC_OK);
+    assert_int_equal(actc_trainer_load(t2, path), ACTC_OK);
+    assert_non_null(actc_trainer_recipe(t2));
+    assert_recipe_equal(actc_trainer_recipe(t2), &r);
+    assert_string_equal(actc_trainer_note(t2), NOTE);
+    /* ...and one without them clears both. */
+    assert_int_equal(actc_trainer_load(t2, plain), ACTC_OK);
+    assert_null(actc_trainer_recipe(t2));
+    assert_string_equal(actc_trainer_note(t2), "");
+
+    /* A recipe field whose split claims more bytes than its array holds,
+     * or whose data holds a NUL, is refused (checksums made right). */
+    size_t n;
+    unsigned char *img = slurp(path, &n);
+    for (int k = 0; k < 2; k++) {
+        unsigned char *c = malloc(n);
+        memcpy(c, img, n);
+        unsigned char *f = record_field(c, 11); /* F_RECIPE */
+        assert_non_null(f);
+        const size_t data_at = 4 * 4 + 8 + 4 * 2; /* after the numbers before it */
+        if (k == 0) put32(f + data_at + 4 + (ACTC_RECIPE_DATA_MAX - 1), sizeof r.split);
+        else f[data_at + 4 + 10] = '\0';
+        fix_checksums(c, n);
+        spit(path, c, n);
+        assert_int_equal(actc_checkpoint_info(path, &info), ACTC_ERR_FORMAT);
+        assert_non_null(strstr(actc_last_error(), "its record cannot be read"));
+        free(c);
+    }
+    free(img);
+
+    /* A string without its NUL is refused, and the recipe kept. */
+    actc_run_recipe bad = r;
+    memset(bad.split, 'x', sizeof bad.split);
+    assert_int_equal(actc_trainer_set_recipe(t, &bad), ACTC_ERR_INVALID);
+    assert_non_null(strstr(actc_last_error(), "does not end inside its array"));
+    assert_recipe_equal(actc_trainer_recipe(t), &r);
+    assert_int_equal(actc_trainer_set_recipe(t, NULL), ACTC_OK);
+    assert_null(actc_trainer_recipe(t));
+    actc_trainer_free(t);
+    actc_trainer_free(t2);
+    actc_model_free(m);
+    actc_model_free(m2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -675,7 +810,7 @@ int main(void)
         cmocka_unit_test(test_damaged_files),     cmocka_unit_test(test_mismatches),
         cmocka_unit_test(test_overwrite),         cmocka_unit_test(test_reads_version_3),
         cmocka_unit_test(test_reads_version_2),   cmocka_unit_test(test_forged_record),
-        cmocka_unit_test(test_forged_policy_state),
+        cmocka_unit_test(test_forged_policy_state), cmocka_unit_test(test_run_recipe),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

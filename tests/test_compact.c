@@ -417,6 +417,9 @@ static void test_layer_selection(void **state)
         {"compact:layers=*.attn|*.mlp", "h0.mlp", 0, 0, 1}, {"compact", "h0.mlp", 0, 1, 1},
         {"compact", "h0.attn", 0, 0, 0}, {"compact", "head", 0, 0, 0}, {"compact", "h2.attn", 1, 1, 0},
         {"compact:all-linear", "h2.attn", 1, 1, 1},
+        /* a block recomputed in backward (a GACT segment) projects the same
+         * layer again when it reruns: still inside the block */
+        {"compact+gact:CB1", "h0.mlp", 0, 1, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         actc_ctx *ctx = ctx_with(cases[i].policy, 1);

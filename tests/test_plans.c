@@ -423,19 +423,11 @@ static actc_tensor *toylin(actc_ctx *ctx, actc_tensor *x, actc_tensor *w)
     node->user = ts;
     node->user_free = free;
     const actc_save_role role = {.role = ACTC_ROLE_LINEAR_IN, .linear = 1, .fan_in = n, .transforms = ACTC_XFORM_PROJECT};
-    actc_transform xf;
-    assert_int_equal(actc_plan_transform(ctx, node, x, &role, &xf), ACTC_OK);
-    if (xf.kind == ACTC_XFORM_PROJECT) {
-        const int zs[2] = {rows, xf.proj.rank};
-        actc_tensor *z = actc_tensor_new(ACTC_MEM_SCRATCH, 2, zs);
-        assert_int_equal(actc_project(&xf.proj, x->data, rows, z->data), ACTC_OK);
-        static const actc_save_role projected = {.role = ACTC_ROLE_PROJECTED, .linear = 1};
-        assert_int_equal(actc_save_as(ctx, node, z, ACTC_SAVE_ACT, &projected), ACTC_OK);
-        actc_tensor_release(z);
+    actc_transform done;
+    assert_int_equal(actc_save_offer(ctx, node, x, &role, &done), ACTC_OK);
+    if (done.kind == ACTC_XFORM_PROJECT) {
         ts->projected = 1;
-        ts->proj = xf.proj;
-    } else {
-        assert_int_equal(actc_save_as(ctx, node, x, ACTC_SAVE_ACT, &role), ACTC_OK);
+        ts->proj = done.proj;
     }
     return y;
 }
@@ -460,22 +452,22 @@ static void toylin_pass(actc_ctx *ctx, actc_tensor *x, actc_tensor *w, int rseed
 
 /* A test optimizer: sign descent, with a state that counts steps per
  * element (to see its shape follow the gradient's form). */
-static void sign_update(const actc_optim *o, actc_tensor *p, actc_tensor **st, float lr, uint64_t step)
+static void sign_update(const actc_optim *o, float *w, const float *g, float *const *st, size_t n, float lr,
+                        uint64_t step)
 {
     (void)o, (void)step;
-    for (size_t i = 0; i < p->numel; i++) {
-        const float g = p->grad->data[i];
-        p->data[i] -= lr * (float)((g > 0) - (g < 0));
-        st[0]->data[i] += 1.0f;
+    for (size_t i = 0; i < n; i++) {
+        w[i] -= lr * (float)((g[i] > 0) - (g[i] < 0));
+        st[0][i] += 1.0f;
     }
 }
 
-static void sign_direction(const actc_optim *o, const float *g, actc_tensor **st, float *d, size_t n, uint64_t step)
+static void sign_direction(const actc_optim *o, const float *g, float *const *st, float *d, size_t n, uint64_t step)
 {
     (void)o, (void)step;
     for (size_t i = 0; i < n; i++) {
         d[i] = (float)((g[i] > 0) - (g[i] < 0));
-        st[0]->data[i] += 1.0f;
+        st[0][i] += 1.0f;
     }
 }
 
@@ -504,8 +496,8 @@ static void test_projection_transform(void **state)
     size_t proj_bytes;
     toylin_pass(ctx, x, w, 3, &proj_bytes);
     assert_int_equal(proj_bytes, (size_t)ROWS * RANK * sizeof(float));
-    /* Asking for the plan left the store as it was: the projection is
-     * saved under the key the input would have had. */
+    /* One key per save: the projection is saved under the key the input
+     * would have had, the one the policy planned it with. */
     assert_true(g_planned_key != 0 && g_projected_key == g_planned_key);
     assert_memory_equal(x->grad->data, gx_dense, x->numel * sizeof(float));
     assert_null(w->grad);
@@ -635,7 +627,8 @@ static void test_projection_transform(void **state)
     assert_int_equal(tu_mem_now(), mem0);
 }
 
-/* A save without transforms, or a policy without the hook: no plan. */
+/* A save without transforms, or a policy without the hook: the tensor
+ * itself is saved. */
 static void test_transform_not_offered(void **state)
 {
     (void)state;
@@ -644,22 +637,30 @@ static void test_transform_not_offered(void **state)
     actc_tensor *x = tu_rand(2, xs, 1, -1, 1, 1);
     actc_tensor *y = actc_relu(ctx, x);
     actc_node *node = ctx->nodes[ctx->n_nodes - 1];
+    const int slots = node->n_slots_;
     const actc_save_role plain = {.role = ACTC_ROLE_LINEAR_IN, .linear = 1, .fan_in = 8};
-    actc_transform xf;
-    assert_int_equal(actc_plan_transform(ctx, node, x, &plain, &xf), ACTC_OK);
-    assert_int_equal(xf.kind, ACTC_XFORM_NONE);
+    actc_transform done;
+    assert_int_equal(actc_save_offer(ctx, node, x, &plain, &done), ACTC_OK);
+    assert_int_equal(done.kind, ACTC_XFORM_NONE);
+    actc_tensor *back = actc_load(ctx, node, slots);
+    assert_int_equal(back->shape[1], 8); /* x itself */
+    actc_tensor_release(back);
     const actc_save_role offers = {.role = ACTC_ROLE_LINEAR_IN, .linear = 1, .fan_in = 8, .transforms = ACTC_XFORM_PROJECT};
-    assert_int_equal(actc_plan_transform(ctx, node, x, &offers, &xf), ACTC_OK);
-    assert_int_equal(xf.kind, ACTC_XFORM_PROJECT);
+    assert_int_equal(actc_save_offer(ctx, node, x, &offers, &done), ACTC_OK);
+    assert_int_equal(done.kind, ACTC_XFORM_PROJECT);
+    assert_int_equal(done.proj.rank, 4);
+    back = actc_load(ctx, node, slots + 1);
+    assert_int_equal(back->shape[1], 4); /* x P */
+    actc_tensor_release(back);
+    assert_int_equal(actc_save_offer(ctx, node, x, &offers, NULL), ACTC_ERR_INVALID);
     assert_int_equal(actc_ctx_set_policy(ctx, "none"), ACTC_ERR_STATE); /* a tape is recorded */
     actc_ctx_reset(ctx);
     assert_int_equal(actc_ctx_set_policy(ctx, "gact:4"), ACTC_OK);
     actc_tensor_release(y);
     y = actc_relu(ctx, x);
     node = ctx->nodes[ctx->n_nodes - 1];
-    assert_int_equal(actc_plan_transform(ctx, node, x, &offers, &xf), ACTC_OK);
-    assert_int_equal(xf.kind, ACTC_XFORM_NONE);
-    assert_int_equal(actc_plan_transform(ctx, node, x, NULL, &xf), ACTC_ERR_INVALID);
+    assert_int_equal(actc_save_offer(ctx, node, x, &offers, &done), ACTC_OK);
+    assert_int_equal(done.kind, ACTC_XFORM_NONE);
     const actc_projection bad = {.n = 0, .rank = 4, .key = 1};
     assert_int_equal(actc_project(&bad, x->data, 4, y->data), ACTC_ERR_INVALID);
     actc_ctx_reset(ctx);

@@ -568,10 +568,12 @@ static void put64(unsigned char *p, uint64_t v)
     for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
 
-/* A version 4 file with `cut` bytes removed from the end of section `tag`
- * and every length and checksum made right again, so only the reader's
- * parsing of the section can notice. */
-static void cut_section(file_image *im, uint32_t tag, size_t cut)
+/* A version 4 file with `cut` bytes removed from section `tag` and every
+ * length and checksum made right again, so only the reader's parsing of
+ * the section can notice.  part < 0: from the section's end; 0 or 1: from
+ * the end of the LEARNT section's policy or controller state, whose own
+ * length is fixed too. */
+static void cut_section(file_image *im, uint32_t tag, int part, size_t cut)
 {
     const size_t R = im->b[20] | (size_t)im->b[21] << 8 | (size_t)im->b[22] << 16;
     size_t pos = 24 + R + 4;
@@ -580,8 +582,17 @@ static void cut_section(file_image *im, uint32_t tag, size_t cut)
         uint64_t len = get64(im->b + pos + 4);
         if (tg == tag) {
             assert_true(len >= cut);
+            size_t end = pos + 12 + len; /* where the bytes cut end */
+            if (part >= 0) {
+                size_t at = pos + 12 + 4 + (im->b[pos + 12] | (size_t)im->b[pos + 13] << 8); /* after the spec */
+                if (part == 1) at += 8 + get64(im->b + at);
+                const uint64_t plen = get64(im->b + at);
+                assert_true(plen >= cut);
+                put64(im->b + at, plen - cut);
+                end = at + 8 + plen;
+            }
             put64(im->b + pos + 4, len - cut);
-            memmove(im->b + pos + 12 + len - cut, im->b + pos + 12 + len, im->n - (pos + 12 + len));
+            memmove(im->b + end - cut, im->b + end, im->n - end);
             im->n -= cut;
             put64(im->b + 12, im->n);
             put32(im->b + 24 + R, (uint32_t)crc32(crc32(0L, Z_NULL, 0), im->b, (uInt)(24 + R)));
@@ -659,13 +670,14 @@ static void test_bad_trainer_checkpoints(void **state)
     expect_refused(t3, good, ACTC_ERR_INVALID, "holds model gpt, not mlp");
     actc_trainer_free(t3);
     actc_model_free(mlp);
-    /* A policy section and a controller section cut short (checksums
-     * recomputed, so only the parsers can tell). */
-    for (uint32_t tag = 3; tag <= 4; tag++) {
+    /* The learnt state's section, its policy state and its controller
+     * state cut short (checksums recomputed, so only the parsers can
+     * tell). */
+    for (int part = -1; part <= 1; part++) {
         file_image im = slurp(good);
-        cut_section(&im, tag, 8);
+        cut_section(&im, 6, part, 8);
         spit(bad, im.b, im.n);
-        expect_refused(t, bad, ACTC_ERR_FORMAT, tag == 3 ? "policy state" : "controller state");
+        expect_refused(t, bad, ACTC_ERR_FORMAT, part < 0 ? "malformed: section 6" : part ? "controller state" : "policy state");
         free(im.b);
     }
     /* A damaged byte in the policy section: the checksum. */
@@ -679,6 +691,78 @@ static void test_bad_trainer_checkpoints(void **state)
     assert_int_equal(actc_trainer_steps(t), 2);
     actc_trainer_free(t);
     actc_model_free(m);
+    actc_source_free(src);
+    actc_text_free(&c);
+}
+
+/* tests/data/gpt_gact_v4.ckpt was written before the LEARNT section (the
+ * policy's state and the controller's in POLICY and CONTROLLER sections),
+ * by actc at commit 0709c4e: a 1-layer gpt of width 8 (heads 1, context 8,
+ * vocabulary 256, seed 3) under gact:4 with SGD, adapt_interval 2 and
+ * estimate_samples 2, after 3 steps on corpus(2000) in windows of 8, batch
+ * 4, at 2 threads.  It loads with its learnt state (a fresh GACT has
+ * neither sensitivities nor a compression variance), and written again as
+ * LEARNT it gives a trainer that goes on exactly as the first one. */
+static actc_trainer *old_fixture_trainer(actc_model **m)
+{
+    actc_model_opts mo = actc_model_default_opts();
+    mo.n_layers = 1;
+    mo.width = 8;
+    mo.n_heads = 1;
+    mo.context = 8;
+    mo.vocab = 256;
+    mo.seed = 3;
+    assert_int_equal(actc_model_create("gpt", &mo, m), ACTC_OK);
+    actc_trainer_opts o = actc_trainer_default_opts();
+    o.policy = "gact:4";
+    o.optim = "sgd";
+    o.controller.adapt_interval = 2;
+    o.controller.estimate_samples = 2;
+    actc_trainer *t = NULL;
+    assert_int_equal(actc_trainer_new(*m, &o, &t), ACTC_OK);
+    return t;
+}
+
+static void test_old_learnt_sections(void **state)
+{
+    (void)state;
+    actc_set_threads(2);
+    char old[512], again[256];
+    snprintf(old, sizeof old, "%s/tests/data/gpt_gact_v4.ckpt", tu_source_dir());
+    tpath(again, "learnt_again.ckpt");
+    actc_text_corpus c = corpus(2000);
+    actc_source *src;
+    assert_int_equal(actc_source_text(&c, 4, 8, 7, 4, &src), ACTC_OK);
+    actc_model *m1, *m2;
+    actc_trainer *t1 = old_fixture_trainer(&m1), *t2 = old_fixture_trainer(&m2);
+    double fresh_comp, fresh_overall;
+    actc_controller_variances(actc_trainer_controller(t1), &fresh_comp, &fresh_overall);
+    assert_true(fresh_comp == 0.0);
+    if (actc_trainer_load(t1, old) != ACTC_OK) fail_msg("%s: %s", old, actc_last_error());
+    assert_int_equal(actc_trainer_steps(t1), 3);
+    double comp1, overall1, comp2, overall2;
+    actc_controller_variances(actc_trainer_controller(t1), &comp1, &overall1);
+    assert_true(comp1 > 0.0);
+    actc_saved_info info1[64], info2[64];
+    const int n1 = actc_controller_tensors(actc_trainer_controller(t1), info1, 64);
+    assert_true(n1 > 0 && n1 <= 64);
+    for (int i = 0; i < n1; i++) assert_true(info1[i].sensitivity >= 0.0);
+    assert_int_equal(actc_trainer_save(t1, again), ACTC_OK);
+    assert_int_equal(actc_trainer_load(t2, again), ACTC_OK);
+    actc_controller_variances(actc_trainer_controller(t2), &comp2, &overall2);
+    assert_true(comp1 == comp2 && overall1 == overall2);
+    assert_int_equal(actc_controller_tensors(actc_trainer_controller(t2), info2, 64), n1);
+    for (int i = 0; i < n1; i++)
+        assert_true(info1[i].sensitivity == info2[i].sensitivity && info1[i].bits == info2[i].bits);
+    double l1[8], l2[8];
+    run_steps(t1, src, 6, l1); /* a measurement falls at step 4 */
+    run_steps(t2, src, 6, l2);
+    for (int s = 3; s < 6; s++)
+        if (l1[s] != l2[s]) fail_msg("step %d: %.9g from the old sections, %.9g from LEARNT", s, l1[s], l2[s]);
+    actc_trainer_free(t1);
+    actc_trainer_free(t2);
+    actc_model_free(m1);
+    actc_model_free(m2);
     actc_source_free(src);
     actc_text_free(&c);
 }
@@ -1203,7 +1287,16 @@ static void test_rank_states(void **state)
         tpath(path, "ranks.ckpt");
         const uint8_t *states[2] = {NULL, st1};
         const size_t lens[2] = {0, n1};
+        /* The run's recipe goes into the data-parallel save too. */
+        actc_run_recipe rec;
+        memset(&rec, 0, sizeof rec);
+        rec.grad_comm = 8;
+        snprintf(rec.data, sizeof rec.data, "text");
+        assert_int_equal(actc_trainer_set_recipe(t0, &rec), ACTC_OK);
         assert_int_equal(actc__trainer_save_ranks(t0, path, 2, states, lens), ACTC_OK);
+        actc_ckpt_info info;
+        assert_int_equal(actc_checkpoint_info(path, &info), ACTC_OK);
+        assert_true(info.has_recipe && info.recipe.grad_comm == 8 && !strcmp(info.recipe.data, "text"));
         int applied = -1;
         assert_int_equal(actc_trainer_load(t2, path), ACTC_OK); /* rank 0's, as every rank loads */
         assert_int_equal(actc__trainer_load_rank(t2, path, 1, 3, &applied), ACTC_OK);
@@ -1240,6 +1333,7 @@ int main(void)
         cmocka_unit_test(test_policy_state_matters),   cmocka_unit_test(test_hooks),
         cmocka_unit_test(test_accum),                  cmocka_unit_test(test_user_model),
         cmocka_unit_test(test_custom_model_checks),    cmocka_unit_test(test_bad_trainer_checkpoints),
+        cmocka_unit_test(test_old_learnt_sections),
         cmocka_unit_test(test_bad_options),            cmocka_unit_test(test_report_and_maxbatch),
         cmocka_unit_test(test_encoded_gradients_in_trainer), cmocka_unit_test(test_profile),
         cmocka_unit_test(test_rank_states),            cmocka_unit_test(test_none_reference),

@@ -108,11 +108,14 @@ int cli_dist_threads(const cli_dist *c);
  * leaves MPI.  Returns rc. */
 int cli_dist_end(cli_dist *c, int rc);
 
-/* ---- checkpoints: the command's own recipe in the note ---- */
-/* --NAME=V of a checkpoint's note: the int (-1 if absent), or the string
- * copied into buf (1; 0 if absent or longer than cap - 1). */
-int note_int(const actc_ckpt_info *info, const char *name);
-int note_str(const actc_ckpt_info *info, const char *name, char *buf, size_t cap);
+/* ---- checkpoints ---- */
+/* The run recipe a checkpoint holds into r (tools/run_recipe.c): its
+ * recipe field, or in a file written before the field (actc 0.9.0 and
+ * earlier), the flags actc train wrote in its note; fields such a note does
+ * not name keep r's values.  0, or -1 when the note holds a word that is
+ * not a flag or a value that does not read (the rest is read all the
+ * same). */
+int cli_recipe_from_checkpoint(const actc_ckpt_info *info, actc_run_recipe *r);
 /* The built-in model of a checkpoint with its weights: 0, or prints the
  * error (naming --checkpoint) and returns 1. */
 int model_from_checkpoint(const char *path, actc_ckpt_info *info, actc_model **m);

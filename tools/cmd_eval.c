@@ -36,10 +36,10 @@ static void build_flags(flag_def *f, void *opts)
 
 /* A language model on the held-out text of its corpus (the one it was trained
  * on unless --data names another), in windows of its training length. */
-static int eval_text(const eval_opts *o, const actc_ckpt_info *info, actc_model *m, actc_ctx *ctx)
+static int eval_text(const eval_opts *o, const actc_ckpt_info *info, const actc_run_recipe *rec, actc_model *m,
+                     actc_ctx *ctx)
 {
-    char saved[256];
-    const char *spec = o->spec ? o->spec : note_str(info, "data", saved, sizeof saved) ? saved : "text";
+    const char *spec = o->spec ? o->spec : rec->data[0] ? rec->data : "text";
     if (!text_spec(spec)) {
         fprintf(stderr, "error: --data %s: %s holds language model %s: use --data text or text:PATH\n", spec, o->ckpt,
                 info->model);
@@ -48,7 +48,7 @@ static int eval_text(const eval_opts *o, const actc_ckpt_info *info, actc_model 
     actc_text_corpus c;
     if (text_open(spec, &c)) return 1;
     int rc = 1;
-    const int context = actc_model_get_opts(m)->context, seq = note_int(info, "seq");
+    const int context = actc_model_get_opts(m)->context, seq = rec->seq;
     const int T = seq > 0 && seq < context ? seq : context;
     actc_source *src = NULL;
     actc_eval_result r;
@@ -70,18 +70,18 @@ out:
 
 /* A graph model on the validation and test nodes of its graph (the
  * training run's, split as it was, unless --data names another). */
-static int eval_graph(const eval_opts *o, const actc_ckpt_info *info, actc_model *m, actc_ctx *ctx)
+static int eval_graph(const eval_opts *o, const actc_ckpt_info *info, const actc_run_recipe *rec, actc_model *m,
+                      actc_ctx *ctx)
 {
-    char saved[256], split[64];
-    const char *spec = o->spec ? o->spec : note_str(info, "data", saved, sizeof saved) ? saved : "graph";
-    const int has_split = !o->spec && note_str(info, "split", split, sizeof split);
+    const char *spec = o->spec ? o->spec : rec->data[0] ? rec->data : "graph";
+    const int has_split = !o->spec && rec->split[0];
     if (!graph_spec(spec)) {
         fprintf(stderr, "error: --data %s: %s holds graph model %s: use --data graph, graph:PATH or sbm:N\n", spec,
                 o->ckpt, info->model);
         return 1;
     }
     actc_graph *g = NULL;
-    if (graph_open(spec, has_split ? split : NULL, &g)) return 1;
+    if (graph_open(spec, has_split ? rec->split : NULL, &g)) return 1;
     const actc_model_opts *mo = actc_model_get_opts(m);
     int rc = 1;
     if (mo->in_channels * mo->in_h * mo->in_w != g->n_features || g->n_classes > mo->num_classes) {
@@ -175,6 +175,10 @@ static int cmd_eval(int argc, char **argv)
     actc_ckpt_info info;
     actc_model *m = NULL;
     if (model_from_checkpoint(o.ckpt, &info, &m)) return 1;
+    /* The training run's data, window and batch (zero: not recorded). */
+    actc_run_recipe rec;
+    memset(&rec, 0, sizeof rec);
+    cli_recipe_from_checkpoint(&info, &rec);
     /* Image flags mean nothing to a language or graph model: say so rather
      * than drop them (--data is how those take their data). */
     if (actc_model_takes_tokens(m) || actc_model_takes_graph(m)) {
@@ -188,11 +192,10 @@ static int cmd_eval(int argc, char **argv)
     actc_ctx *ctx = actc_ctx_new();
     if (!ctx) rc = fail("engine");
     else if (actc_model_takes_tokens(m)) {
-        const int b = note_int(&info, "batch");
-        if (!flag_was_set(flags, "--batch") && b > 0) o.batch = b;
-        rc = eval_text(&o, &info, m, ctx);
+        if (!flag_was_set(flags, "--batch") && rec.batch > 0) o.batch = rec.batch;
+        rc = eval_text(&o, &info, &rec, m, ctx);
     } else if (actc_model_takes_graph(m)) {
-        rc = eval_graph(&o, &info, m, ctx);
+        rc = eval_graph(&o, &info, &rec, m, ctx);
     } else {
         rc = eval_images(&o, &info, m, ctx);
     }

@@ -106,7 +106,10 @@ static int cmd_generate(int argc, char **argv)
     }
     const actc_model_opts *mo = actc_model_get_opts(m);
     /* The model sees at most the window length it was trained on. */
-    const int V = mo->vocab, seq = note_int(&meta, "seq");
+    actc_run_recipe rec;
+    memset(&rec, 0, sizeof rec);
+    cli_recipe_from_checkpoint(&meta, &rec);
+    const int V = mo->vocab, seq = rec.seq;
     const int C = seq > 0 && seq < mo->context ? seq : mo->context;
     if (top_k > V) {
         fprintf(stderr, "error: --top-k %d is over the model's vocabulary of %d\n", top_k, V);

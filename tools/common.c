@@ -1,7 +1,5 @@
-/* Data set-up, errors and checkpoint notes shared by the commands. */
+/* Data set-up, errors and checkpoint models shared by the commands. */
 #include "cli.h"
-#include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 double now_seconds(void)
@@ -86,36 +84,6 @@ int cli_check_model(const char *name, const actc_model_opts *opts, const char *f
     if (actc_model_create(name, opts ? opts : &def, &probe) != ACTC_OK) return fail(flag), 2;
     actc_model_free(probe);
     return 0;
-}
-
-/* Start of the value of --NAME= in a note, or NULL. */
-static const char *note_at(const char *note, const char *name)
-{
-    char key[32];
-    snprintf(key, sizeof key, "--%s=", name);
-    for (const char *p = strstr(note, key); p; p = strstr(p + 1, key))
-        if (p == note || p[-1] == ' ') return p + strlen(key);
-    return NULL;
-}
-
-int note_int(const actc_ckpt_info *info, const char *name)
-{
-    const char *v = note_at(info->note, name);
-    if (!v) return -1;
-    char *end;
-    long x = strtol(v, &end, 10);
-    return x >= 0 && x <= 2147483647L && (*end == ' ' || !*end) ? (int)x : -1;
-}
-
-int note_str(const actc_ckpt_info *info, const char *name, char *buf, size_t cap)
-{
-    const char *v = note_at(info->note, name);
-    if (!v || cap == 0) return 0;
-    size_t n = strcspn(v, " ");
-    if (n >= cap) return 0;
-    memcpy(buf, v, n);
-    buf[n] = '\0';
-    return 1;
 }
 
 int model_from_checkpoint(const char *path, actc_ckpt_info *info, actc_model **m)

@@ -30,23 +30,23 @@
 #include <string.h>
 
 /* Stable key of a save: (scope, op, k) plus how many times that triple was
- * already seen this step, so repeated unnamed layers stay distinct.  count
- * set: the occurrence is counted (a save); else the key is only looked at
- * (a plan asked before the save). */
-static uint64_t stable_key(actc_ctx *ctx, const actc_node *node, int k, int count)
+ * already seen this step, so repeated unnamed layers stay distinct.  Looked
+ * up once per save; the occurrence counts (count_key) only when the save
+ * makes an entry (a repeat of a held save does not). */
+typedef struct {
+    uint64_t key;
+    actc_key_count *slot; /* the triple's counter; NULL: occurrences ignored */
+} save_key;
+
+static save_key key_of(actc_ctx *ctx, const actc_node *node, int k)
 {
     uint64_t h = actc_hash_bytes(ACTC_HASH_START, node->scope_, strlen(node->scope_));
     h = actc_hash_bytes(h ^ 0x2F, node->op, strlen(node->op));
     h = actc_rng_key(h, (uint64_t)k, 0);
-    if (!count) {
-        for (size_t j = (h | 1) & (ctx->occ_cap - 1); ctx->occ_cap && ctx->occ[j].key; j = (j + 1) & (ctx->occ_cap - 1))
-            if (ctx->occ[j].key == (h | 1)) return actc_rng_key(h, ctx->occ[j].count, 1);
-        return actc_rng_key(h, 0, 1);
-    }
     if (ctx->occ_used * 2 >= ctx->occ_cap) {
         size_t cap = ctx->occ_cap ? 2 * ctx->occ_cap : 1024;
         actc_key_count *n = calloc(cap, sizeof *n);
-        if (!n) return h; /* degrade: occurrence ignored */
+        if (!n) return (save_key){h, NULL}; /* degrade: occurrence ignored */
         for (size_t i = 0; i < ctx->occ_cap; i++)
             if (ctx->occ[i].key) {
                 size_t j = ctx->occ[i].key & (cap - 1);
@@ -63,7 +63,12 @@ static uint64_t stable_key(actc_ctx *ctx, const actc_node *node, int k, int coun
         ctx->occ[j].key = h | 1;
         ctx->occ_used++;
     }
-    return actc_rng_key(h, ctx->occ[j].count++, 1);
+    return (save_key){actc_rng_key(h, ctx->occ[j].count, 1), &ctx->occ[j]};
+}
+
+static void count_key(const save_key *k)
+{
+    if (k->slot) k->slot->count++;
 }
 
 static void note_peak(actc_ctx *ctx)
@@ -216,20 +221,20 @@ actc_status actc_save(actc_ctx *ctx, actc_node *node, const actc_tensor *t, actc
 }
 
 static actc_status save_entry(actc_ctx *ctx, actc_node *node, const actc_tensor *t, actc_save_kind kind,
-                              const actc_save_role *role, const actc_tensor *ref);
+                              const actc_save_role *role, actc_transform *done);
 
 actc_status actc_save_as(actc_ctx *ctx, actc_node *node, const actc_tensor *t, actc_save_kind kind,
                          const actc_save_role *role)
 {
-    return save_entry(ctx, node, t, kind, role, t);
+    return save_entry(ctx, node, t, kind, role, NULL);
 }
 
-actc_status actc_save_transform(actc_ctx *ctx, actc_node *node, const actc_tensor *z, const actc_save_role *role,
-                                const actc_tensor *of)
+actc_status actc_save_offer(actc_ctx *ctx, actc_node *node, const actc_tensor *t, const actc_save_role *role,
+                            actc_transform *done)
 {
-    if (!of || !of->data)
-        return actc_set_error(ACTC_ERR_INVALID, "actc_save_transform: the original tensor is NULL or has no data");
-    return save_entry(ctx, node, z, ACTC_SAVE_ACT, role, of);
+    if (!done) return actc_set_error(ACTC_ERR_INVALID, "actc_save_offer: NULL done");
+    memset(done, 0, sizeof *done);
+    return save_entry(ctx, node, t, ACTC_SAVE_ACT, role, done);
 }
 
 /* Checks a save's arguments before anything is planned. */
@@ -277,7 +282,7 @@ typedef struct {
 } save_plan;
 
 static actc_status plan_save(actc_ctx *ctx, actc_node *node, const actc_tensor *t, actc_save_kind kind,
-                             const actc_save_role *role, const actc_tensor *ref, save_plan *p)
+                             const actc_save_role *role, const actc_tensor *ref, uint64_t key, save_plan *p)
 {
     memset(p, 0, sizeof *p);
     actc_codec_args *args = &p->args;
@@ -288,8 +293,8 @@ static actc_status plan_save(actc_ctx *ctx, actc_node *node, const actc_tensor *
     args->ndim = t->ndim;
     memcpy(args->shape, t->shape, sizeof args->shape);
     const int k = node->n_slots_;
-    actc_save_desc d = {node->op, node->scope_, k, node->index_, stable_key(ctx, node, k, 1), kind, role, t,
-                        ctx->step, node, 0, ctx->seed, ctx->blocks > 0};
+    actc_save_desc d = {node->op, node->scope_, k, node->index_, key, kind, role, t, ctx->step, node, 0, ctx->seed,
+                        ctx->blocks > 0};
     p->stable_key = d.stable_key;
     args->key = actc_rng_key(ctx->seed ^ 0x53544F5245ULL, actc__stream_step(ctx), d.stable_key);
     /* The output of a recompute region is kept as a reference to it: a load
@@ -370,22 +375,16 @@ static void entry_account(actc_ctx *ctx, actc_store_entry *e, const actc_tensor 
     note_peak(ctx);
 }
 
-/* Save t; its share of the fp32 reference is ref's (t itself, or the
- * tensor t is a transform of), counted once per ref.  The policy answers
- * once (plan_save), the store carries the answer out (entry_fill). */
-static actc_status save_entry(actc_ctx *ctx, actc_node *node, const actc_tensor *t, actc_save_kind kind,
-                              const actc_save_role *role, const actc_tensor *ref)
+/* A new entry for t (the save's stable key: key), its share of the fp32
+ * reference ref's (t itself, or the tensor t is a transform of), counted
+ * once per ref.  The policy answers once (plan_save), the store carries
+ * the answer out (entry_fill). */
+static actc_status add_entry(actc_ctx *ctx, actc_node *node, const actc_tensor *t, actc_save_kind kind,
+                             const actc_save_role *role, const actc_tensor *ref, uint64_t key)
 {
-    static const actc_save_role undeclared = {.role = ACTC_ROLE_UNKNOWN};
-    if (!role) role = &undeclared;
-    actc_status s = check_save(node, t, kind, role);
-    if (s != ACTC_OK) return s;
-    ctx->st.n_saves++;
-    const uint32_t version = data_owner(t)->version_;
-    if (reuse_entry(ctx, node, t, kind, version)) return ACTC_OK;
     save_plan p;
-    if ((s = plan_save(ctx, node, t, kind, role, ref, &p)) != ACTC_OK) return s;
-
+    actc_status s = plan_save(ctx, node, t, kind, role, ref, key, &p);
+    if (s != ACTC_OK) return s;
     if (ctx->n_entries == ctx->cap_entries) {
         int cap = ctx->cap_entries ? 2 * ctx->cap_entries : 256;
         actc_store_entry *n = realloc(ctx->entries, (size_t)cap * sizeof *n);
@@ -396,7 +395,7 @@ static actc_status save_entry(actc_ctx *ctx, actc_node *node, const actc_tensor 
     actc_store_entry *e = &ctx->entries[ctx->n_entries];
     memset(e, 0, sizeof *e);
     if ((s = entry_fill(ctx, e, node, t, &p)) != ACTC_OK) return s;
-    e->version = version;
+    e->version = data_owner(t)->version_;
     e->tensor_id = t->id;
     e->ref_id = ref->id;
     e->saver = node;
@@ -422,16 +421,14 @@ static int held_elsewhere(const actc_ctx *ctx, const actc_tensor *t)
     return 0;
 }
 
-actc_status actc_plan_transform(actc_ctx *ctx, actc_node *node, const actc_tensor *t, const actc_save_role *role,
-                                actc_transform *out)
+/* The policy's transform for an ACT save of t that offers role->transforms
+ * (the save's stable key: key), checked against what was offered:
+ * out->kind ACTC_XFORM_NONE when t is to be saved itself. */
+static actc_status plan_transform(actc_ctx *ctx, actc_node *node, const actc_tensor *t, const actc_save_role *role,
+                                  uint64_t key, actc_transform *out)
 {
-    if (!out) return actc_set_error(ACTC_ERR_INVALID, "actc_plan_transform: NULL out");
     memset(out, 0, sizeof *out);
-    if (!ctx || !node || !t || !role)
-        return actc_set_error(ACTC_ERR_INVALID, "actc_plan_transform: NULL context, node, tensor or role");
-    if (!role->transforms || !ctx->policy || !ctx->policy->transform) return ACTC_OK;
-    const int k = node->n_slots_;
-    actc_save_desc d = {node->op, node->scope_, k, node->index_, stable_key(ctx, node, k, 0), ACTC_SAVE_ACT, role,
+    actc_save_desc d = {node->op, node->scope_, node->n_slots_, node->index_, key, ACTC_SAVE_ACT, role,
                         t, ctx->step, node, held_elsewhere(ctx, t), ctx->seed, ctx->blocks > 0};
     actc_status s = ctx->policy->transform(ctx->policy, &d, out);
     if (s != ACTC_OK) return s;
@@ -440,12 +437,62 @@ actc_status actc_plan_transform(actc_ctx *ctx, actc_node *node, const actc_tenso
                               ctx->policy->spec, out->kind, node->op, role->transforms);
     const int width = t->ndim > 0 ? t->shape[t->ndim - 1] : 1;
     if (out->kind == ACTC_XFORM_PROJECT) {
-        if (out->proj.n != width || out->proj.rank < 1)
+        if (t->ndim < 1 || out->proj.n != width || out->proj.rank < 1)
             return actc_set_error(ACTC_ERR_INVALID, "policy %s planned a projection %d -> %d for a save of %s of width %d",
                                   ctx->policy->spec, out->proj.n, out->proj.rank, node->op, width);
         return actc__projection_check(ctx->policy->spec, &out->proj);
     }
     return ACTC_OK;
+}
+
+/* Save z = x P in x's place: an ACT save of role PROJECTED (which the
+ * policy may compress again with any codec), whose share of the fp32
+ * reference is x's, so the context ratio compares with saving x itself. */
+static actc_status save_projected(actc_ctx *ctx, actc_node *node, const actc_tensor *x, uint64_t key,
+                                  const actc_projection *proj)
+{
+    int zshape[ACTC_MAX_DIMS];
+    memcpy(zshape, x->shape, sizeof zshape);
+    zshape[x->ndim - 1] = proj->rank;
+    actc_tensor *z = actc_tensor_new(ACTC_MEM_SCRATCH, x->ndim, zshape);
+    if (!z) return actc_last_status();
+    actc_status s = actc_project(proj, x->data, (int)(x->numel / (size_t)proj->n), z->data);
+    const actc_save_role zr = {.role = ACTC_ROLE_PROJECTED, .linear = 1, .fan_in = proj->rank}; /* F = dy^T z */
+    if (s == ACTC_OK) s = add_entry(ctx, node, z, ACTC_SAVE_ACT, &zr, x, key);
+    actc_tensor_release(z);
+    return s;
+}
+
+/* One save: the arguments checked, the policy asked once and its answer
+ * carried out.  A save that offers transforms (done not NULL) asks for the
+ * transform first (done says which was applied); a save kept as itself
+ * that repeats one the store holds is one more use of it; else its codec
+ * or region.  The stable key is looked up once and counted by the entry
+ * made. */
+static actc_status save_entry(actc_ctx *ctx, actc_node *node, const actc_tensor *t, actc_save_kind kind,
+                              const actc_save_role *role, actc_transform *done)
+{
+    static const actc_save_role undeclared = {.role = ACTC_ROLE_UNKNOWN};
+    if (!role) role = &undeclared;
+    actc_status s = check_save(node, t, kind, role);
+    if (s != ACTC_OK) return s;
+    ctx->st.n_saves++;
+    const int offers = done && role->transforms && ctx->policy && ctx->policy->transform;
+    save_key key = {0, NULL};
+    if (offers) {
+        key = key_of(ctx, node, node->n_slots_);
+        actc_transform xf;
+        if ((s = plan_transform(ctx, node, t, role, key.key, &xf)) != ACTC_OK) return s;
+        if (xf.kind == ACTC_XFORM_PROJECT) {
+            count_key(&key);
+            if ((s = save_projected(ctx, node, t, key.key, &xf.proj)) == ACTC_OK) *done = xf;
+            return s;
+        }
+    }
+    if (reuse_entry(ctx, node, t, kind, data_owner(t)->version_)) return ACTC_OK;
+    if (!offers) key = key_of(ctx, node, node->n_slots_);
+    count_key(&key);
+    return add_entry(ctx, node, t, kind, role, t, key.key);
 }
 
 int actc_saved_lossless(const actc_ctx *ctx, const actc_node *node, int k)

@@ -1,7 +1,8 @@
-/* The gradient layer (form.c): a parameter's gradient in its form (dense,
- * low-rank or encoded), for the engine (tape.c folds a completed gradient
- * into its form), the optimizers, clipping, data parallelism, the GACT
- * controller and the memory report.  Over core and codec only. */
+/* The gradient layer: a parameter's gradient in its form (dense.c,
+ * lowrank.c, encoded.c: one interface, form.h, which form.c dispatches
+ * through), for the engine (tape.c folds a completed gradient into its
+ * form), the optimizers, clipping, data parallelism, the GACT controller
+ * and the memory report.  Over core and codec only. */
 #ifndef ACTC_GRAD_H
 #define ACTC_GRAD_H
 #include "actc.h"

@@ -764,7 +764,7 @@ static actc_tensor *record_conv(actc_ctx *ctx, actc_tensor *x, actc_tensor *w, a
         xr.kernel_h = w->shape[2];
         xr.kernel_w = w->shape[3];
         xr.fan_in = w->shape[1] * w->shape[2] * w->shape[3];
-        if (actc__save_product_inputs(ctx, node, x, w, &xr, &node->iattr[IA_XSLOT], &node->iattr[IA_WSLOT]) !=
+        if (actc__save_product_inputs(ctx, node, x, w, &xr, &node->iattr[IA_XSLOT], &node->iattr[IA_WSLOT], NULL) !=
             ACTC_OK) {
             actc_tensor_release(y);
             return NULL;

@@ -100,7 +100,7 @@ actc_tensor *actc_head_dot(actc_ctx *ctx, actc_tensor *x, actc_tensor *w)
         /* dW = ds^T x per head: linear in x, contracted over D per head. */
         actc_save_role xr = actc__role(ACTC_ROLE_LINEAR_IN, 1);
         xr.fan_in = D;
-        if (actc__save_product_inputs(ctx, node, x, w, &xr, &node->iattr[HD_XSLOT], &node->iattr[HD_WSLOT]) !=
+        if (actc__save_product_inputs(ctx, node, x, w, &xr, &node->iattr[HD_XSLOT], &node->iattr[HD_WSLOT], NULL) !=
             ACTC_OK) {
             actc_tensor_release(y);
             return NULL;

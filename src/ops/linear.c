@@ -3,8 +3,8 @@
  * calls (OpenBLAS threads them); only the bias sums are our own loops.
  *
  * When W is a parameter, the input's save offers a projection transform:
- * if the policy plans one (CompAct), the layer saves z = x P (rows x rank)
- * in x's place and backward adds the weight gradient as the low-rank factor
+ * if the policy plans one (CompAct), the store keeps z = x P (rows x rank)
+ * in x's place (actc_save_offer) and backward adds the weight gradient as the low-rank factor
  * dy^T z (out x rank) standing for dy^T x P P^T; y, dx and db stay exact. */
 #include "ops.h"
 #include <limits.h>
@@ -33,29 +33,16 @@ static actc_status lowrank_grad(actc_ctx *ctx, actc_node *node, actc_tensor *wt,
     return st;
 }
 
-/* Save z = x P in place of x (slot 0), and keep the projection for
- * backward. */
-static actc_status save_projected(actc_ctx *ctx, actc_node *node, const actc_tensor *x, const actc_transform *xf,
-                                  int M)
+/* The store kept x P in x's place (save 0; W, a parameter, is read in
+ * place): backward needs P's parameters. */
+static actc_status keep_projection(actc_node *node, const actc_projection *proj)
 {
     actc_projection *p = malloc(sizeof *p);
     if (!p) return actc_set_error(ACTC_ERR_OOM, "out of memory for a linear layer's projection");
-    *p = xf->proj;
+    *p = *proj;
     node->user = p;
     node->user_free = free;
-    int zshape[ACTC_MAX_DIMS];
-    memcpy(zshape, x->shape, sizeof zshape);
-    zshape[x->ndim - 1] = p->rank;
-    actc_tensor *z = actc_tensor_new(ACTC_MEM_SCRATCH, x->ndim, zshape);
-    if (!z) return actc_last_status();
-    actc_status st = actc_project(p, x->data, M, z->data);
-    actc_save_role zr = actc__role(ACTC_ROLE_PROJECTED, 1); /* F = dy^T z */
-    zr.fan_in = p->rank;
-    if (st == ACTC_OK) st = actc_save_transform(ctx, node, z, &zr, x);
-    actc_tensor_release(z);
-    node->iattr[IA_XSLOT] = 0;
-    node->iattr[IA_WSLOT] = -1; /* W is a parameter: read in place */
-    return st;
+    return ACTC_OK;
 }
 
 static actc_status linear_backward(actc_ctx *ctx, actc_node *node)
@@ -147,12 +134,10 @@ actc_tensor *actc_linear(actc_ctx *ctx, actc_tensor *x, actc_tensor *w, actc_ten
         actc_save_role xr = actc__role(ACTC_ROLE_LINEAR_IN, 1);
         xr.fan_in = in;
         xr.transforms = w->is_param && w->requires_grad ? ACTC_XFORM_PROJECT : ACTC_XFORM_NONE;
-        actc_transform xf = {ACTC_XFORM_NONE, {0}};
-        actc_status st = xr.transforms ? actc_plan_transform(ctx, node, x, &xr, &xf) : ACTC_OK;
-        if (st == ACTC_OK)
-            st = xf.kind == ACTC_XFORM_PROJECT
-                     ? save_projected(ctx, node, x, &xf, M)
-                     : actc__save_product_inputs(ctx, node, x, w, &xr, &node->iattr[IA_XSLOT], &node->iattr[IA_WSLOT]);
+        actc_transform done;
+        actc_status st = actc__save_product_inputs(ctx, node, x, w, &xr, &node->iattr[IA_XSLOT],
+                                                   &node->iattr[IA_WSLOT], &done);
+        if (st == ACTC_OK && done.kind == ACTC_XFORM_PROJECT) st = keep_projection(node, &done.proj);
         if (st != ACTC_OK) {
             actc_tensor_release(y);
             return NULL;

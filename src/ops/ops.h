@@ -100,16 +100,19 @@ static inline actc_tensor *actc__binary_output(const char *op, const char *sym, 
  * if x needs a gradient (dx needs w).  A parameter outlives the step and is
  * read in place; any other weight may be freed before backward, so it is
  * kept exactly.  *xslot and *wslot receive the save indices for actc_load,
- * or -1. */
+ * or -1.  done not NULL: x's save offers xrole->transforms
+ * (actc_save_offer), and *done says which the store kept. */
 static inline actc_status actc__save_product_inputs(actc_ctx *ctx, actc_node *node, actc_tensor *x,
                                                     actc_tensor *w, const actc_save_role *xrole, int *xslot,
-                                                    int *wslot)
+                                                    int *wslot, actc_transform *done)
 {
     int k = 0;
     actc_status s = ACTC_OK;
     *xslot = *wslot = -1;
+    if (done) *done = (actc_transform){ACTC_XFORM_NONE, {0}};
     if (w->requires_grad) {
-        if ((s = actc_save_as(ctx, node, x, ACTC_SAVE_ACT, xrole)) != ACTC_OK) return s;
+        s = done ? actc_save_offer(ctx, node, x, xrole, done) : actc_save_as(ctx, node, x, ACTC_SAVE_ACT, xrole);
+        if (s != ACTC_OK) return s;
         *xslot = k++;
     }
     if (x->requires_grad && !w->is_param) {

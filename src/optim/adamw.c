@@ -36,18 +36,15 @@ ACTC_ISA_CLONES static void adamw_range(float *w, const float *g, float *m, floa
     }
 }
 
-static void adamw_update(const actc_optim *o, actc_tensor *p, actc_tensor **st, float lr,
+static void adamw_update(const actc_optim *o, float *w, const float *g, float *const *st, size_t n, float lr,
                          uint64_t step)
 {
-    float *w = p->data;
-    const float *g = p->grad->data;
-    float *m = st[0]->data, *v = st[1]->data;
+    float *m = st[0], *v = st[1];
     const double b1 = o->beta1, b2 = o->beta2;
     const double bc1 = 1.0 - pow(b1, (double)step);
     const double bc2 = 1.0 - pow(b2, (double)step);
     const adamw_k k = {(float)(1.0 - (double)lr * (double)o->weight_decay), (float)((double)lr / bc1),
                        (float)sqrt(bc2), (float)(1.0 - b1), (float)(1.0 - b2), (float)b2, o->eps};
-    const size_t n = p->numel;
 #pragma omp parallel if (n >= ACTC_OPTIM_PAR_MIN)
     {
         size_t lo, hi;
@@ -58,10 +55,10 @@ static void adamw_update(const actc_optim *o, actc_tensor *p, actc_tensor **st, 
 
 /* The same moments in a subspace (a low-rank gradient: CompAct keeps them
  * r x m), decay apart: d = m_hat / (sqrt(v_hat) + eps). */
-static void adamw_direction(const actc_optim *o, const float *g, actc_tensor **st, float *d, size_t n,
+static void adamw_direction(const actc_optim *o, const float *g, float *const *st, float *d, size_t n,
                             uint64_t step)
 {
-    float *m = st[0]->data, *v = st[1]->data;
+    float *m = st[0], *v = st[1];
     const double b1 = o->beta1, b2 = o->beta2;
     const float inv_bc1 = (float)(1.0 / (1.0 - pow(b1, (double)step)));
     const float bc2_sqrt = (float)sqrt(1.0 - pow(b2, (double)step));

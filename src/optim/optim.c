@@ -13,6 +13,11 @@
 
 actc_optim *actc__optim_new(const actc_optim_vt *vt, actc_tensor **params, int n, int nslots)
 {
+    if (nslots > ACTC_OPTIM_MAX_SLOTS) {
+        actc_set_error(ACTC_ERR_INVALID, "%s: %d state arrays per parameter, over %d", vt->name, nslots,
+                       ACTC_OPTIM_MAX_SLOTS);
+        return NULL;
+    }
     if (n < 0 || (n > 0 && !params)) {
         actc_set_error(ACTC_ERR_INVALID, "%s: %d parameters%s", vt->name, n,
                        n > 0 ? " but the array is NULL" : "");
@@ -213,7 +218,7 @@ static actc_status check_param(const actc_optim *o, int i, size_t *need)
  * to F would cost one more product of the weight per step).
  * When the projection asks for it, the state starts afresh with each new
  * projection (age 0) and the bias correction counts from there. */
-static void step_lowrank(const actc_optim *o, actc_tensor *p, actc_tensor **st, float lr, uint64_t step,
+static void step_lowrank(const actc_optim *o, actc_tensor *p, float *const *st, float lr, uint64_t step,
                          float *scratch)
 {
     actc_projection pr;
@@ -221,7 +226,7 @@ static void step_lowrank(const actc_optim *o, actc_tensor *p, actc_tensor **st, 
     float *d = scratch, *P = scratch + f->numel;
     if (pr.reset_state) {
         if (pr.age == 0)
-            for (int k = 0; k < o->nslots; k++) memset(st[k]->data, 0, st[k]->numel * sizeof(float));
+            for (int k = 0; k < o->nslots; k++) memset(st[k], 0, f->numel * sizeof(float));
         if ((uint64_t)pr.age + 1 < step) step = (uint64_t)pr.age + 1;
     }
     o->vt->direction(o, f->data, st, d, f->numel, step);
@@ -263,24 +268,19 @@ actc_status actc_optim_step(actc_optim *o, float lr)
     uint64_t step = o->steps + 1;
     for (int i = 0; i < o->n; i++) {
         actc_tensor *p = o->params[i];
-        actc_tensor **st = o->nslots ? &o->state[(size_t)i * o->nslots] : NULL;
+        /* The state as plain arrays, in the gradient's shape (made above). */
+        float *st[ACTC_OPTIM_MAX_SLOTS] = {NULL};
+        for (int k = 0; k < o->nslots && actc__grad_present(p); k++) st[k] = o->state[(size_t)i * o->nslots + k]->data;
         switch (actc__grad_form(p)) {
         case ACTC_GRAD_LOWRANK: step_lowrank(o, p, st, lr, step, scratch); break;
-        case ACTC_GRAD_QUANT: {
-            /* The dense update on the decoded gradient, lent as p->grad. */
-            actc_tensor view = *p;
-            view.data = scratch;
-            view.grad = NULL;
-            view.gstate_ = NULL;
+        case ACTC_GRAD_QUANT:
+            /* The dense update on the gradient decoded into scratch. */
             actc_grad_to_dense(p, scratch); /* cannot fail for this form */
-            p->grad = &view;
-            o->vt->update(o, p, st, lr, step);
-            p->grad = NULL;
+            o->vt->update(o, p->data, scratch, st, p->numel, lr, step);
             break;
-        }
         default:
             if (!p->grad) continue; /* as PyTorch: no gradient, no update, no decay */
-            o->vt->update(o, p, st, lr, step);
+            o->vt->update(o, p->data, p->grad->data, st, p->numel, lr, step);
         }
         /* Every form writes p in place.  The store copies a parameter's
          * saves, but an optimizer may be handed any tensor, and a save that

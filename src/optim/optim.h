@@ -11,19 +11,21 @@
 
 typedef struct actc_optim_vt {
     const char *name; /* "sgd", "adamw": stored in checkpoints */
-    /* Update one parameter p (its grad is p->grad, same numel: dense, or an
-     * encoded gradient decoded for the call) using its
-     * state tensors st[0..nslots-1] (already allocated).  `step` is the
-     * 1-based number of this step (AdamW bias correction).  Cannot fail: all
-     * checks and allocations happen before the first update. */
-    void (*update)(const actc_optim *o, actc_tensor *p, actc_tensor **st, float lr,
+    /* Update n elements of a parameter in place: w its values, g its
+     * gradient (dense, or an encoded one decoded for the call), st[0..
+     * nslots-1] its state arrays (n floats each, already allocated).
+     * Plain arrays: an optimizer knows nothing of tensors or gradient
+     * forms.  `step` is the 1-based number of this step (AdamW bias
+     * correction).  Cannot fail: all checks and allocations happen before
+     * the first update. */
+    void (*update)(const actc_optim *o, float *w, const float *g, float *const *st, size_t n, float lr,
                    uint64_t step);
     /* For a gradient in a subspace (a low-rank form): from g (n floats)
      * and the state st (n floats each, allocated at g's shape), write the
      * direction d such that the parameter moves by -lr d in that subspace
      * (without weight decay, which optim.c applies decoupled).  NULL: the
      * optimizer steps dense gradients only. */
-    void (*direction)(const actc_optim *o, const float *g, actc_tensor **st, float *d, size_t n, uint64_t step);
+    void (*direction)(const actc_optim *o, const float *g, float *const *st, float *d, size_t n, uint64_t step);
 } actc_optim_vt;
 
 struct actc_optim {
@@ -62,4 +64,7 @@ void actc__optim_state_bytes(const actc_optim *o, size_t *held, size_t *dense);
  * of microseconds) an OpenMP fork, especially on busy cores, costs more than
  * it saves. */
 #define ACTC_OPTIM_PAR_MIN 65536
+
+/* The most state arrays an optimizer keeps per parameter (AdamW: 2). */
+#define ACTC_OPTIM_MAX_SLOTS 4
 #endif

@@ -37,13 +37,11 @@ ACTC_ISA_CLONES static void sgd_range(float *w, const float *g, float *v, size_t
     }
 }
 
-static void sgd_update(const actc_optim *o, actc_tensor *p, actc_tensor **st, float lr,
+static void sgd_update(const actc_optim *o, float *w, const float *g, float *const *st, size_t n, float lr,
                        uint64_t step)
 {
     (void)step;
-    float *w = p->data, *v = o->momentum == 0.0f ? NULL : st[0]->data;
-    const float *g = p->grad->data;
-    const size_t n = p->numel;
+    float *v = o->momentum == 0.0f ? NULL : st[0];
 #pragma omp parallel if (n >= ACTC_OPTIM_PAR_MIN)
     {
         size_t lo, hi;
@@ -53,7 +51,7 @@ static void sgd_update(const actc_optim *o, actc_tensor *p, actc_tensor **st, fl
 }
 
 /* The same recurrence in a subspace (a low-rank gradient), decay apart. */
-static void sgd_direction(const actc_optim *o, const float *g, actc_tensor **st, float *d, size_t n, uint64_t step)
+static void sgd_direction(const actc_optim *o, const float *g, float *const *st, float *d, size_t n, uint64_t step)
 {
     (void)step;
     const float m = o->momentum;
@@ -61,7 +59,7 @@ static void sgd_direction(const actc_optim *o, const float *g, actc_tensor **st,
         memcpy(d, g, n * sizeof *d);
         return;
     }
-    float *v = st[0]->data;
+    float *v = st[0];
     for (size_t i = 0; i < n; i++) {
         float vi = m * v[i] + g[i];
         v[i] = vi;

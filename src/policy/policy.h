@@ -80,6 +80,16 @@ actc_status actc__controller_check_opts(const actc_controller_opts *o);
  * load checks in full before changing the controller. */
 actc_status actc__controller_save(const actc_controller *c, actc__wbuf *w);
 actc_status actc__controller_load(actc_controller *c, actc__rbuf *r);
+/* What a checkpoint keeps of a run's adaptation, as one blob (learnt.c):
+ * the policy's learnt state (p's save_state on its chain; nothing for a
+ * policy that keeps none) and the state of the controller that drives it
+ * (c), each behind its u64 length.  A trainer's checkpoint holds rank 0's
+ * blob, and under data parallelism every other rank's. */
+actc_status actc__learnt_save(const actc_policy *p, const actc_controller *c, actc__wbuf *w);
+/* The two parts of such a blob of n bytes, pointing into it.  0 if the
+ * blob is malformed. */
+int actc__learnt_split(const uint8_t *blob, size_t n, const uint8_t **pol, size_t *plen, const uint8_t **ctl,
+                       size_t *clen);
 
 /* The mixed-precision policy's per-layer state, for tests and inspection:
  * stable key, budget b^(l) and gradient magnitude g^(l) (< 0: not seen in a

@@ -17,17 +17,27 @@
  * Record fields: the model's name, whether it is a user-defined one, its
  * options (family and shape), the number of trainable scalars and of state
  * bytes, the optimizer's name, the policy, the position (step, epoch, batch
- * in epoch), the trainer's recipe, the application's note.  Unknown fields
- * are skipped (a later minor version may add some); an unknown section is
- * refused (it would be state this build cannot restore).
+ * in epoch), the trainer's recipe, the application's note, the run's own
+ * recipe (actc_run_recipe, in its members' order: u32 epochs, batch, seq,
+ * epoch_steps, u64 eval_tokens, u32 augment, limit_train, data, split, u32
+ * deterministic, gemm, u32 grad_comm, u64 bucket; each string a u32 length
+ * and its bytes, no NUL).  Unknown fields are skipped (a later minor version
+ * may add some), and so are bytes after the run recipe's known members (a
+ * later version may append some); an unknown section is refused (it would
+ * be state this build cannot restore).  Files written before the run
+ * recipe had its field (actc 0.9.0 and earlier) hold none: actc train kept
+ * it as flags in the note.
  * Sections: MODEL (tensors by name: u32 count, then per tensor u32 name
  * length, name, u32 ndim, u32 shape[ndim], f32 data[numel]), OPTIM (name,
  * u64 steps, tensors), POLICY (spec, then the policy family's own state,
- * src/policy), CONTROLLER (the GACT controller's state), RANKS (under data
- * parallelism, for a policy that learns on each rank from that rank's rows:
- * u32 P, then for ranks 1 .. P-1 a u64 length and that rank's learnt state,
- * as actc__trainer_learnt_state writes it; rank 0's is POLICY and
- * CONTROLLER).
+ * src/policy) and CONTROLLER (the controller's state) in files before
+ * LEARNT, which holds both: the spec, then the policy's learnt state and its
+ * controller's as actc__learnt_save frames them (src/policy/learnt.c);
+ * RANKS (under data parallelism, for a policy that learns on each rank
+ * from that rank's rows: u32 P, then for ranks 1 .. P-1 a u64 length and
+ * that rank's learnt state, framed the same way; rank 0's is LEARNT).
+ * A build older than LEARNT refuses such a file (an unknown section)
+ * rather than resume without its adaptation.
  *
  * Checking.  actc_checkpoint_info reads only the header and checks its CRC
  * and the declared length against the file's, so a flipped bit in the
@@ -47,8 +57,9 @@
  *
  * Versions 2 and 3 (actc 0.1: a fixed 728- or 472-byte header with the
  * model's shape as command-line settings text, then the tensors, one CRC)
- * are still read: their settings become the note and the shape is parsed
- * back from it. */
+ * are still read: their settings become the note, and the shape and the
+ * trainer's options are parsed back from it (the run's own recipe, the
+ * rest of those settings, is the application's to read from the note). */
 #include "train.h"
 #include "../core/core.h"
 #include "../models/model.h"
@@ -57,6 +68,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -67,9 +79,11 @@
 #define CKPT_VERSION 4u
 
 enum {
-    F_MODEL = 1, F_CUSTOM, F_MODEL_OPTS, F_N_PARAMS, F_STATE_BYTES, F_OPTIM, F_POLICY, F_POSITION, F_TRAINER, F_NOTE
+    F_MODEL = 1, F_CUSTOM, F_MODEL_OPTS, F_N_PARAMS, F_STATE_BYTES, F_OPTIM, F_POLICY, F_POSITION, F_TRAINER, F_NOTE,
+    F_RECIPE
 };
-enum { S_MODEL = 1, S_OPTIM, S_POLICY, S_CONTROLLER, S_RANKS };
+/* POLICY and CONTROLLER: files of actc 0.2 before LEARNT, read only. */
+enum { S_MODEL = 1, S_OPTIM, S_POLICY, S_CONTROLLER, S_RANKS, S_LEARNT };
 
 static uLong crc_update(uLong crc, const uint8_t *p, size_t n)
 {
@@ -180,10 +194,60 @@ static void get_trainer(actc__rbuf *r, actc_trainer_opts *o)
     o->schedule.base_lr = o->lr;
 }
 
+static void put_recipe(actc__wbuf *w, const actc_run_recipe *r)
+{
+    const char *str[3] = {r->data, r->split, r->gemm};
+    uint32_t len = 8 * 4 + 2 * 8; /* the numbers, then the strings */
+    for (int i = 0; i < 3; i++) len += 4 + (uint32_t)strlen(str[i]);
+    field_begin(w, F_RECIPE, len);
+    actc__w_u32(w, (uint32_t)r->epochs);
+    actc__w_u32(w, (uint32_t)r->batch);
+    actc__w_u32(w, (uint32_t)r->seq);
+    actc__w_u32(w, (uint32_t)r->epoch_steps);
+    actc__w_u64(w, r->eval_tokens);
+    actc__w_u32(w, (uint32_t)r->augment);
+    actc__w_u32(w, (uint32_t)r->limit_train);
+    actc__w_str(w, r->data);
+    actc__w_str(w, r->split);
+    actc__w_u32(w, (uint32_t)r->deterministic);
+    actc__w_str(w, r->gemm);
+    actc__w_u32(w, (uint32_t)r->grad_comm);
+    actc__w_u64(w, r->bucket);
+}
+
+/* A string of the run recipe into its array: 1, or 0 when it does not fit
+ * or holds a NUL. */
+static int get_recipe_str(actc__rbuf *f, char *dst, size_t cap)
+{
+    const size_t at = f->pos;
+    return actc__r_str(f, dst, cap) && strlen(dst) == f->pos - at - 4;
+}
+
+/* The run recipe's field into r: 1, or 0 when it is malformed.  Bytes
+ * after the members this build knows are left unread. */
+static int get_recipe(actc__rbuf *f, actc_run_recipe *r)
+{
+    r->epochs = (int32_t)actc__r_u32(f);
+    r->batch = (int32_t)actc__r_u32(f);
+    r->seq = (int32_t)actc__r_u32(f);
+    r->epoch_steps = (int32_t)actc__r_u32(f);
+    r->eval_tokens = actc__r_u64(f);
+    r->augment = (int32_t)actc__r_u32(f);
+    r->limit_train = (int32_t)actc__r_u32(f);
+    if (!get_recipe_str(f, r->data, sizeof r->data) || !get_recipe_str(f, r->split, sizeof r->split)) return 0;
+    r->deterministic = (int32_t)actc__r_u32(f);
+    if (!get_recipe_str(f, r->gemm, sizeof r->gemm)) return 0;
+    r->grad_comm = (int32_t)actc__r_u32(f);
+    const uint64_t bucket = actc__r_u64(f);
+    r->bucket = (size_t)bucket;
+    return !f->bad && (uint64_t)r->bucket == bucket;
+}
+
 /* What a checkpoint's writer knows beyond the model and optimizer. */
 typedef struct {
     const actc_trainer *t;     /* NULL: model (and optimizer) only         */
     const char *note;
+    const actc_run_recipe *recipe; /* NULL: none                           */
     int ranks;                 /* > 1: a RANKS section with the states of
                                   ranks 1 .. ranks-1                         */
     const uint8_t *const *state;
@@ -214,6 +278,7 @@ static void put_record(actc__wbuf *w, actc_model *m, actc_optim *o, const save_e
         put_trainer(w, &x->t->o);
     }
     if (x->note && x->note[0]) field_str(w, F_NOTE, x->note);
+    if (x->recipe) put_recipe(w, x->recipe);
 }
 
 /* Parse a version-4 record into info (fields it lacks stay zero). */
@@ -254,6 +319,10 @@ static int parse_record(const uint8_t *p, size_t n, actc_ckpt_info *info)
             info->batch_in_epoch = actc__r_u64(&f);
             break;
         case F_TRAINER: fixed = TRAINER_BYTES; get_trainer(&f, &info->trainer); info->has_trainer = 1; break;
+        case F_RECIPE:
+            if (!get_recipe(&f, &info->recipe)) return 0;
+            info->has_recipe = 1;
+            break;
         default: break; /* a field of a later minor version: informative only */
         }
         if (fixed && (len != (uint32_t)fixed || f.bad)) return 0;
@@ -317,14 +386,10 @@ static actc_status put_sections(actc__wbuf *w, sections *sc, actc_model *m, actc
         section_end(w, sc);
     }
     if (x->t) {
-        const actc_policy *p = actc__ctx_policy_of(x->t->ctx);
-        section_begin(w, sc, S_POLICY);
+        section_begin(w, sc, S_LEARNT);
         actc__w_str(w, x->t->policy);
-        actc_status s = p && p->save_state ? p->save_state(p, w) : ACTC_OK;
+        actc_status s = actc__learnt_save(actc__ctx_policy_of(x->t->ctx), x->t->ctrl, w);
         if (s != ACTC_OK) return s;
-        section_end(w, sc);
-        section_begin(w, sc, S_CONTROLLER);
-        if ((s = actc__controller_save(x->t->ctrl, w)) != ACTC_OK) return s;
         section_end(w, sc);
         if (x->ranks > 1) {
             section_begin(w, sc, S_RANKS);
@@ -476,14 +541,14 @@ static actc_status save(const char *path, actc_model *m, actc_optim *o, const sa
 
 actc_status actc_checkpoint_save(const char *path, actc_model *m, actc_optim *o, const char *note)
 {
-    save_extra x = {NULL, note, 0, NULL, NULL};
+    save_extra x = {.note = note};
     return save(path, m, o, &x);
 }
 
 actc_status actc_trainer_save(actc_trainer *t, const char *path)
 {
     if (!t) return actc_set_error(ACTC_ERR_INVALID, "actc_trainer_save: trainer is NULL");
-    save_extra x = {t, t->note, 0, NULL, NULL};
+    save_extra x = {.t = t, .note = t->note, .recipe = actc_trainer_recipe(t)};
     return save(path, t->m, t->opt, &x);
 }
 
@@ -491,18 +556,9 @@ actc_status actc__trainer_learnt_state(const actc_trainer *t, uint8_t **out, siz
 {
     *out = NULL;
     *len = 0;
-    const actc_policy *p = actc__ctx_policy_of(t->ctx);
-    actc__wbuf w = {0}, ps = {0}, cs = {0};
-    actc_status s = p && p->save_state ? p->save_state(p, &ps) : ACTC_OK;
-    if (s == ACTC_OK) s = actc__controller_save(t->ctrl, &cs);
-    actc__w_u64(&w, ps.len);
-    if (ps.len) actc__w_bytes(&w, ps.p, ps.len);
-    actc__w_u64(&w, cs.len);
-    if (cs.len) actc__w_bytes(&w, cs.p, cs.len);
-    actc__wbuf_free(&ps);
-    actc__wbuf_free(&cs);
-    if (s == ACTC_OK && (w.failed || ps.failed || cs.failed))
-        s = actc_set_error(ACTC_ERR_OOM, "out of memory for a rank's policy state");
+    actc__wbuf w = {0};
+    actc_status s = actc__learnt_save(actc__ctx_policy_of(t->ctx), t->ctrl, &w);
+    if (s == ACTC_OK && w.failed) s = actc_set_error(ACTC_ERR_OOM, "out of memory for a rank's policy state");
     if (s != ACTC_OK) {
         actc__wbuf_free(&w);
         return s;
@@ -516,7 +572,7 @@ actc_status actc__trainer_save_ranks(actc_trainer *t, const char *path, int rank
                                      const size_t *state_len)
 {
     if (!t) return actc_set_error(ACTC_ERR_INVALID, "actc_trainer_save: trainer is NULL");
-    save_extra x = {t, t->note, ranks, state, state_len};
+    save_extra x = {t, t->note, actc_trainer_recipe(t), ranks, state, state_len};
     return save(path, t->m, t->opt, &x);
 }
 
@@ -588,18 +644,58 @@ static FILE *open_for_read(const char *path, size_t *size, actc_status *s)
 #define V3_SETTINGS(v) ((v) == 2u ? 256 : 512)
 #define V3_HEADER(v) (8 + 4 + 8 + V3_META_FIXED + V3_SETTINGS(v))
 
-/* --NAME=V of an old file's settings text: the int (-1 if absent). */
-static int setting_int(const char *settings, const char *name)
+/* V of --NAME=V in an old file's settings text, copied into buf: buf, or
+ * NULL when absent or longer than buf. */
+static const char *setting(const char *settings, const char *name, char *buf, size_t cap)
 {
     char key[32];
     snprintf(key, sizeof key, "--%s=", name);
     for (const char *p = strstr(settings, key); p; p = strstr(p + 1, key))
         if (p == settings || p[-1] == ' ') {
-            char *end;
-            long v = strtol(p + strlen(key), &end, 10);
-            return v >= 0 && v <= INT_MAX && (*end == ' ' || !*end) ? (int)v : -1;
+            const char *v = p + strlen(key);
+            const size_t n = strcspn(v, " ");
+            if (n >= cap) return NULL;
+            memcpy(buf, v, n);
+            buf[n] = '\0';
+            return buf;
         }
-    return -1;
+    return NULL;
+}
+
+/* --NAME=V of an old file's settings text: the int (-1 if absent). */
+static int setting_int(const char *settings, const char *name)
+{
+    char buf[32];
+    long long v;
+    return setting(settings, name, buf, sizeof buf) && actc_parse_int(buf, 0, INT_MAX, &v) == ACTC_OK ? (int)v : -1;
+}
+
+/* --NAME=V of an old file's settings text into *x when present. */
+static void setting_float(const char *settings, const char *name, float *x)
+{
+    char buf[48];
+    double v;
+    if (setting(settings, name, buf, sizeof buf) && actc_parse_number(buf, &v) == ACTC_OK && fabs(v) <= 3.4e38)
+        *x = (float)v;
+}
+
+/* The trainer's options as actc 0.1's train command wrote them among its
+ * settings (those it did not write keep t's values). */
+static void legacy_trainer(const char *settings, actc_trainer_opts *t)
+{
+    setting_float(settings, "lr", &t->lr);
+    setting_float(settings, "momentum", &t->momentum);
+    setting_float(settings, "wd", &t->weight_decay);
+    setting_float(settings, "beta1", &t->beta1);
+    setting_float(settings, "beta2", &t->beta2);
+    setting_float(settings, "clip", &t->clip);
+    setting_float(settings, "min-lr", &t->schedule.min_lr);
+    int x;
+    if ((x = setting_int(settings, "nesterov")) >= 0) t->nesterov = x != 0;
+    if ((x = setting_int(settings, "warmup")) >= 0) t->schedule.warmup_steps = (uint64_t)x;
+    char spec[64];
+    actc_lr_schedule s = t->schedule;
+    if (setting(settings, "schedule", spec, sizeof spec) && actc_lr_parse(spec, &s) == ACTC_OK) t->schedule = s;
 }
 
 static void copy_field(char *dst, const uint8_t *b, size_t cap)
@@ -646,6 +742,7 @@ static void legacy_info(const uint8_t *b, uint32_t v, actc_ckpt_info *info)
     o->seed = seed;
     info->trainer = actc_trainer_default_opts();
     info->trainer.seed = seed;
+    legacy_trainer(info->note, &info->trainer);
 }
 
 /* ---- the header ---- */
@@ -823,7 +920,7 @@ static actc_status parse_sections(ckpt *c, size_t from)
         const uint32_t tag = actc__r_u32(&r);
         const uint64_t len = actc__r_u64(&r);
         if (r.bad || len > r.end - r.pos) break;
-        if (tag < S_MODEL || tag > S_RANKS || (seen & (1 << tag)))
+        if (tag < S_MODEL || tag > S_LEARNT || (seen & (1 << tag)))
             return actc_set_error(ACTC_ERR_FORMAT, "%s has a section (%u) this build does not know or twice: written "
                                                    "by a later actc?",
                                   c->path, (unsigned)tag);
@@ -835,9 +932,14 @@ static actc_status parse_sections(ckpt *c, size_t from)
         case S_MODEL: st = r_tensors(&s, c->path, &c->mrec, &c->nm); break;
         case S_OPTIM: st = r_optim(&s, c); break;
         case S_POLICY:
+        case S_LEARNT:
             if (!actc__r_str(&s, c->policy_spec, sizeof c->policy_spec)) s.bad = 1;
             c->policy = c->buf + s.pos;
             c->policy_len = s.end - s.pos;
+            if (tag == S_LEARNT && !s.bad &&
+                !actc__learnt_split(c->buf + s.pos, s.end - s.pos, &c->policy, &c->policy_len, &c->controller,
+                                    &c->controller_len))
+                s.bad = 1;
             s.pos = s.end;
             break;
         case S_RANKS: { /* P >= 2, then P - 1 states that fill the section */
@@ -851,7 +953,7 @@ static actc_status parse_sections(ckpt *c, size_t from)
             }
             break;
         }
-        default:
+        default: /* S_CONTROLLER */
             c->controller = c->buf + s.pos;
             c->controller_len = s.end - s.pos;
             s.pos = s.end;
@@ -860,7 +962,8 @@ static actc_status parse_sections(ckpt *c, size_t from)
         if (s.bad || s.pos != s.end)
             return actc_set_error(ACTC_ERR_FORMAT, "%s is malformed: section %u", c->path, (unsigned)tag);
     }
-    if (r.bad || r.pos != r.end || !(seen & (1 << S_MODEL)))
+    const int old_learnt = (1 << S_POLICY) | (1 << S_CONTROLLER);
+    if (r.bad || r.pos != r.end || !(seen & (1 << S_MODEL)) || ((seen & (1 << S_LEARNT)) && (seen & old_learnt)))
         return actc_set_error(ACTC_ERR_FORMAT, "%s is malformed: bad section layout", c->path);
     return ACTC_OK;
 }
@@ -1112,13 +1215,13 @@ actc_status actc_trainer_load(actc_trainer *t, const char *path)
                            path, c.policy_spec, t->policy);
         goto out;
     }
-    /* A trainer's checkpoint (its record names the policy) has both state
-     * sections; without one the run would go on from a fresh state with no
-     * word (a model's checkpoint has neither, and loads as weights). */
+    /* A trainer's checkpoint (its record names the policy) has the learnt
+     * state (LEARNT, or both POLICY and CONTROLLER); without it the run
+     * would go on from a fresh state with no word (a model's checkpoint
+     * has none, and loads as weights). */
     if (c.info.version == CKPT_VERSION && c.info.policy[0] && (!c.policy || !c.controller)) {
-        s = actc_set_error(ACTC_ERR_FORMAT, "%s is a trainer's checkpoint without its %s section (the %s state): "
-                                            "damaged or edited",
-                           path, !c.policy ? "POLICY" : "CONTROLLER", !c.policy ? "policy's learnt" : "controller's");
+        s = actc_set_error(ACTC_ERR_FORMAT, "%s is a trainer's checkpoint without the %s state: damaged or edited",
+                           path, !c.policy ? "policy's learnt" : "controller's");
         goto out;
     }
     if ((s = install_learnt(t, path, c.policy, c.policy_len, c.controller, c.controller_len)) != ACTC_OK) goto out;
@@ -1127,6 +1230,7 @@ actc_status actc_trainer_load(actc_trainer *t, const char *path)
     t->epoch = c.info.epoch;
     t->batch = c.info.batch_in_epoch;
     s = actc_trainer_set_note(t, c.info.note[0] ? c.info.note : NULL);
+    if (s == ACTC_OK) s = actc_trainer_set_recipe(t, c.info.has_recipe ? &c.info.recipe : NULL);
 out:
     ckpt_free(&c);
     return s;
@@ -1152,17 +1256,14 @@ actc_status actc__trainer_load_rank(actc_trainer *t, const char *path, int rank,
             n = actc__r_u64(&r);
             blob = actc__r_take(&r, (size_t)n);
         }
-        actc__rbuf b = {blob, 0, (size_t)n, 0};
-        const uint64_t plen = actc__r_u64(&b);
-        const uint8_t *pol = plen <= n ? actc__r_take(&b, (size_t)plen) : NULL;
-        const uint64_t clen = actc__r_u64(&b);
-        const uint8_t *ctl = clen <= n ? actc__r_take(&b, (size_t)clen) : NULL;
-        if (!blob || b.bad || b.pos != b.end || (plen && !pol) || (clen && !ctl)) {
+        const uint8_t *pol, *ctl;
+        size_t plen, clen;
+        if (!actc__learnt_split(blob, (size_t)n, &pol, &plen, &ctl, &clen)) {
             s = actc_set_error(ACTC_ERR_FORMAT, "%s is malformed: the policy state of rank %d", path, rank);
             goto out;
         }
         /* Policies that keep no state wrote none: nothing to install. */
-        if ((s = install_learnt(t, path, plen ? pol : NULL, (size_t)plen, clen ? ctl : NULL, (size_t)clen)) != ACTC_OK)
+        if ((s = install_learnt(t, path, plen ? pol : NULL, plen, clen ? ctl : NULL, clen)) != ACTC_OK)
             goto out;
     }
     *applied = 1;

@@ -27,6 +27,8 @@ struct actc_trainer {
     int np;
     uint64_t step, epoch, batch;
     char *note;
+    actc_run_recipe recipe;    /* the run's own, saved with it when has_recipe */
+    int has_recipe;
     /* hooks */
     actc_param_hook_fn on_grad;
     void *on_grad_user;
@@ -63,12 +65,11 @@ actc_optim *actc__trainer_make_optim(const actc_trainer_opts *o, actc_tensor **p
 
 /* Data parallelism's per-rank policy state (checkpoint.c; src/dist uses
  * them).  learnt_state: this trainer's policy and controller state as one
- * malloc'd blob (u64 length + the policy's save_state bytes, u64 length +
- * the controller's).  save_ranks: actc_trainer_save with a RANKS section
+ * malloc'd blob (actc__learnt_save's).  save_ranks: actc_trainer_save with a RANKS section
  * holding state[r] (state_len[r] bytes) for r = 1 .. ranks-1.  load_rank:
  * after actc_trainer_load of the same file, install rank's own state from
  * its RANKS section when it was written by size ranks (*applied = 1; rank
- * 0's is the file's POLICY and CONTROLLER); *applied = 0 and nothing
+ * 0's is the file's LEARNT section); *applied = 0 and nothing
  * changed when the file has no such section or another rank count. */
 actc_status actc__trainer_learnt_state(const actc_trainer *t, uint8_t **out, size_t *len);
 actc_status actc__trainer_save_ranks(actc_trainer *t, const char *path, int ranks, const uint8_t *const *state,

@@ -246,6 +246,20 @@ actc_status actc_trainer_set_note(actc_trainer *t, const char *note)
 
 const char *actc_trainer_note(const actc_trainer *t) { return t->note ? t->note : ""; }
 
+actc_status actc_trainer_set_recipe(actc_trainer *t, const actc_run_recipe *r)
+{
+    if (!t) return actc_set_error(ACTC_ERR_INVALID, "actc_trainer_set_recipe: trainer is NULL");
+    if (r && (!memchr(r->data, '\0', sizeof r->data) || !memchr(r->split, '\0', sizeof r->split) ||
+              !memchr(r->gemm, '\0', sizeof r->gemm)))
+        return actc_set_error(ACTC_ERR_INVALID, "actc_trainer_set_recipe: a string of the recipe (data, split or gemm) "
+                                                "does not end inside its array");
+    t->has_recipe = r != NULL;
+    if (r) t->recipe = *r;
+    return ACTC_OK;
+}
+
+const actc_run_recipe *actc_trainer_recipe(const actc_trainer *t) { return t->has_recipe ? &t->recipe : NULL; }
+
 /* ---- the step ---------------------------------------------------------------- */
 
 /* What one pass over the batch (the controller runs one or more) needs and

@@ -1,6 +1,9 @@
 # Helpers for the shell tests of the actc command.  Usage: source lib.bash; $ACTC is argv[1].
 set -u
 ACTC=${1:?usage: test.sh PATH_TO_ACTC}
+# tests/cli/old_checkpoint.c: a checkpoint rewritten as actc 0.9.0 wrote it
+# (built beside the tests; ctest passes its path).
+OLD_CHECKPOINT=${ACTC_OLD_CHECKPOINT:-$(dirname "$ACTC")/tests/old_checkpoint}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 FAILS=0

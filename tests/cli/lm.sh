@@ -26,10 +26,18 @@ grep -q '"val_bpb"' $D/g.jsonl && pass "log has val_bpb" || fail "log lacks val_
 # Stopped after epoch 1 and resumed, the run ends with the uninterrupted
 # run's validation loss exactly (same schedule: --epochs 2 both times).
 $ACTC train $TINY --data text:$D/corpus.txt --epochs 2 --max-steps 60 --save $D/r.ckpt >/dev/null 2>&1
+# The same checkpoint as actc 0.9.0 wrote it: the recipe (epochs, batch,
+# windows, corpus) in the note, not in the record.
+$OLD_CHECKPOINT $D/r.ckpt $D/old.ckpt "--epochs=2 --batch=8 --seq=0 --epoch-steps=60 --eval-tokens=2048 --data=text:$D/corpus.txt" \
+    || fail "rewriting the checkpoint as actc 0.9.0 wrote it"
 # The checkpoint keeps the corpus: no --data needed to resume or evaluate.
 out2=$($ACTC train --resume $D/r.ckpt --epochs 2 --progress off --save $D/r.ckpt 2>&1)
 v1=$(grep -o 'validation loss [0-9.]*' <<<"$out" | tail -1); v2=$(grep -o 'validation loss [0-9.]*' <<<"$out2" | tail -1)
 [ -n "$v1" ] && [ "$v1" = "$v2" ] && pass "resume reproduces the run ($v1)" || fail "resume: '$v1' vs '$v2'"
+out3=$($ACTC train --resume $D/old.ckpt --progress off 2>&1)
+v3=$(grep -o 'validation loss [0-9.]*' <<<"$out3" | tail -1)
+[ -n "$v1" ] && [ "$v1" = "$v3" ] && grep -q "^text $D/corpus.txt:" <<<"$out3" \
+    && pass "a checkpoint of actc 0.9.0, the recipe in its note, resumes the run ($v3)" || fail "resume from the note: '$v1' vs '$v3'"
 
 # Eval and generate from the checkpoint; llama trains too; a directory is a corpus.
 ev=$($ACTC eval --checkpoint $D/g.ckpt 2>&1)
@@ -38,6 +46,12 @@ grep -q "bits per byte" <<<"$ev" && grep -q "$D/corpus.txt (windows of 32)" <<<"
 # A model trained on shorter windows than its context is evaluated on them.
 $ACTC train $TINY --seq 16 --data text:$D/corpus.txt --epochs 1 --epoch-steps 3 --save $D/s16.ckpt >/dev/null 2>&1
 $ACTC eval --checkpoint $D/s16.ckpt | grep -q "(windows of 16)" && pass "eval uses the training window" || fail "eval window"
+# So is one whose window and corpus are flags of its note (actc 0.9.0).
+$OLD_CHECKPOINT $D/s16.ckpt $D/old16.ckpt "--epochs=1 --batch=8 --seq=16 --epoch-steps=3 --eval-tokens=2048 --data=text:$D/corpus.txt"
+$ACTC eval --checkpoint $D/old16.ckpt | grep -q "$D/corpus.txt (windows of 16)" && pass "eval reads the window and corpus of a note" \
+    || fail "eval of a checkpoint of actc 0.9.0"
+$ACTC generate --checkpoint $D/old16.ckpt --prompt "$(head -c 100 $D/corpus.txt)" --tokens 3 >/dev/null 2>&1 \
+    && pass "generate from a checkpoint of actc 0.9.0" || fail "generate, recipe in the note"
 $ACTC generate --checkpoint $D/s16.ckpt --prompt "$(head -c 100 $D/corpus.txt)" --tokens 3 >/dev/null 2>&1 \
     && pass "generate with a window shorter than the context" || fail "generate, --seq 16"
 gen=$($ACTC generate --checkpoint $D/g.ckpt --prompt "In the" --tokens 40 --temperature 0 2>&1); rc=$?
@@ -69,8 +83,19 @@ expect_fail "image model on text" "classifies images" $ACTC train --model resnet
 expect_fail "language model on images" "is a language model" $ACTC train --model gpt-mini --data fmnist
 expect_fail "heads do not divide the width" "not a multiple of the 3 heads" $ACTC train $TINY --heads 3 --data text:$D/corpus.txt
 expect_fail "memory budget" "memory budget exceeded: [A-Z]+ allocation" $ACTC train $TINY --mem-budget 600KiB --data text:$D/corpus.txt
-long=$D; for c in d e f g h; do long=$long/$(printf "$c%.0s" {1..220}); done; mkdir -p $long && cp $D/corpus.txt $long/
-expect_fail "recipe too long to save" "settings take [0-9]+ bytes" $ACTC train $TINY --data text:$long/corpus.txt --save $D/x.ckpt
+# A corpus path of 1,100 bytes with a space in it is kept by the checkpoint
+# (its recipe is a field of the record, no longer flags in the note): the
+# resumed run and eval read that corpus, not the default one (they print
+# the first 255 bytes of its path).
+long=$D; for c in d e f g h; do long=$long/$(printf "$c%.0s" {1..220}); done; mkdir -p "$long/a b" && cp $D/corpus.txt "$long/a b/"
+$ACTC train $TINY --data "text:$long/a b/corpus.txt" --epochs 1 --epoch-steps 3 --save $D/sp.ckpt >/dev/null 2>&1
+out=$($ACTC train --resume $D/sp.ckpt --epochs 2 --progress off 2>&1)
+grep -qF "text ${long:0:200}" <<<"$out" && grep -q ": $(stat -c %s $D/corpus.txt) bytes, " <<<"$out" && grep -q "epoch 2/2" <<<"$out" \
+    && pass "a long --data path with a space survives resume" || { fail "--data with a space, resumed"; echo "$out" | tail -3; }
+$ACTC eval --checkpoint $D/sp.ckpt | grep -qF "bytes of ${long:0:200}" && pass "eval reads that path back" \
+    || fail "eval of a --data path with a space"
+expect_fail "recipe too long to save" "--save: --data takes [0-9]+ bytes, over the 4095 a checkpoint keeps" \
+    $ACTC train $TINY --data text:$long/$(printf "x%.0s" {1..4100}) --save $D/x.ckpt
 expect_fail "vocabulary under 256" "at least 256" $ACTC train $TINY --vocab 100 --data text:$D/corpus.txt
 write_idx_images $D/img 64; write_idx_labels $D/lab 64
 $ACTC train --model mlp --train-images $D/img --train-labels $D/lab --test-images $D/img --test-labels $D/lab \

@@ -11,14 +11,21 @@ DATA="--train-images $D/img --train-labels $D/lab --test-images $D/img --test-la
 RECIPE="--batch 32 --epochs 2 --seed 5"
 
 # The resumed parts get only the data flags and --resume: the recipe (model,
-# optimizer and its settings, batch, epochs, seed, policy) comes from the checkpoint.
+# optimizer and its settings, batch, epochs, seed, policy) comes from the
+# checkpoint.  With NOTE set, the first part's checkpoint is rewritten as
+# actc 0.9.0 wrote it, the run's recipe as the flags NOTE in its note, and the
+# second part must find it there (its header names it).
 check() {
     local name=$1; shift
     rm -f $D/*.jsonl $D/r.ckpt
     $ACTC train $DATA $RECIPE "$@" --log $D/full.jsonl > /dev/null 2>&1 || { fail "$name: uninterrupted run"; return; }
     # Stop in the middle of the first epoch, then in the middle of the second.
     $ACTC train $DATA $RECIPE "$@" --max-steps 5 --save $D/r.ckpt > /dev/null 2>&1 || { fail "$name: first part"; return; }
-    $ACTC train $DATA --resume $D/r.ckpt --max-steps 11 --save $D/r.ckpt --log $D/part.jsonl > /dev/null 2>&1 || { fail "$name: second part"; return; }
+    if [ -n "${NOTE:-}" ]; then
+        $OLD_CHECKPOINT $D/r.ckpt $D/r.ckpt "$NOTE" || { fail "$name: rewriting the checkpoint"; return; }
+    fi
+    $ACTC train $DATA --resume $D/r.ckpt --max-steps 11 --save $D/r.ckpt --log $D/part.jsonl > $D/second.out 2>&1 || { fail "$name: second part"; return; }
+    if [ -n "${HEADER:-}" ] && ! grep -Eq "$HEADER" $D/second.out; then fail "$name: the resumed run's header: $(head -1 $D/second.out)"; return; fi
     $ACTC train $DATA --resume $D/r.ckpt --save $D/r.ckpt --log $D/part.jsonl > /dev/null 2>&1 || { fail "$name: third part"; return; }
     grep '"event":"step"' $D/full.jsonl | sed 's/,"samples_per_s".*//' | tail -n +6 > $D/a
     grep '"event":"step"' $D/part.jsonl | sed 's/,"samples_per_s".*//' > $D/b
@@ -40,6 +47,11 @@ if $ACTC info --gemm dnnl > /dev/null 2>&1; then
     grep -q "^cpu: .*dense products on dnnl: forced" <<<"$out" && pass "--resume keeps --gemm dnnl" \
         || fail "--resume lost --gemm dnnl: $(grep '^cpu:' <<<"$out")"
 fi
+# A checkpoint of actc 0.9.0, its recipe in the note (batch, epochs and the
+# deterministic mode there, not in the record), resumes bit for bit too.
+NOTE="--epochs=2 --batch=32 --augment=0 --limit-train=0 --deterministic" \
+    HEADER="2 epoch\(s\) of 8 steps at batch 32, [0-9]+ thread\(s\), deterministic$" \
+    check "mlp, the recipe in the note of actc 0.9.0" --model mlp --width 64 --deterministic
 # The finished run cannot be resumed without asking for more epochs.
 expect_fail "resume a finished run" "already completed 2 of its 2 epoch.*--epochs" $ACTC train $DATA --resume $D/r.ckpt
 out=$($ACTC train $DATA --resume $D/r.ckpt --epochs 3 2>&1) && grep -q "epoch 3/3" <<<"$out" \

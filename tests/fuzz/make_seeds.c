@@ -2,9 +2,9 @@
  * hand after a format change: build/make_fuzz_seeds SOURCE_DIR; the seeds
  * are committed).  Checkpoints of the model the checkpoint target loads
  * into (mlp width 8) with and without an optimizer and with a trainer's
- * whole state, small IDX files plain and gzip, texts, specs and graph
- * files (a hand graph with every split value, a small SBM; the first byte
- * is fuzz_graph's mode). */
+ * whole state (and with the run's recipe), small IDX files plain and gzip,
+ * texts, specs and graph files (a hand graph with every split value, a
+ * small SBM; the first byte is fuzz_graph's mode). */
 #include "actc.h"
 #include "../../src/train/train.h"
 #include <stdio.h>
@@ -150,6 +150,23 @@ int main(int argc, char **argv)
         if (actc__trainer_save_ranks(t, path, 2, states, lens)) return 1;
         free(st);
         copy_file("checkpoint", "trainer_ranks", path);
+    }
+    {
+        /* with the run's own recipe (a field of the record) */
+        actc_run_recipe rec;
+        memset(&rec, 0, sizeof rec);
+        rec.epochs = 2;
+        rec.batch = 4;
+        rec.seq = 16;
+        rec.epoch_steps = 3;
+        rec.eval_tokens = 64;
+        snprintf(rec.data, sizeof rec.data, "text:a b.txt");
+        snprintf(rec.split, sizeof rec.split, "10:5");
+        snprintf(rec.gemm, sizeof rec.gemm, "openblas");
+        rec.grad_comm = 8;
+        rec.bucket = 4096;
+        if (actc_trainer_set_recipe(t, &rec) || actc_trainer_save(t, path)) return 1;
+        copy_file("checkpoint", "trainer_recipe", path);
     }
     if (actc_checkpoint_save(path, m, actc_trainer_optim(t), "note")) return 1;
     copy_file("checkpoint", "model_optim", path);
