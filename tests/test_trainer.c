@@ -53,19 +53,22 @@ static actc_image_dataset images(int n, uint64_t seed)
     return d;
 }
 
-static actc_model *tiny_gpt(void)
+/* A byte-level gpt of seed 3 (L layers of width W, H heads, context C). */
+static actc_model *small_gpt(int L, int W, int H, int C)
 {
     actc_model_opts mo = actc_model_default_opts();
-    mo.n_layers = 2;
-    mo.width = 16;
-    mo.n_heads = 2;
-    mo.context = 16;
+    mo.n_layers = L;
+    mo.width = W;
+    mo.n_heads = H;
+    mo.context = C;
     mo.vocab = 256;
     mo.seed = 3;
     actc_model *m = NULL;
     if (actc_model_create("gpt", &mo, &m) != ACTC_OK) fail_msg("gpt: %s", actc_last_error());
     return m;
 }
+
+static actc_model *tiny_gpt(void) { return small_gpt(2, 16, 2, 16); }
 
 static actc_trainer *trainer_for(actc_model *m, const char *policy, const char *optim)
 {
@@ -705,14 +708,7 @@ static void test_bad_trainer_checkpoints(void **state)
  * LEARNT it gives a trainer that goes on exactly as the first one. */
 static actc_trainer *old_fixture_trainer(actc_model **m)
 {
-    actc_model_opts mo = actc_model_default_opts();
-    mo.n_layers = 1;
-    mo.width = 8;
-    mo.n_heads = 1;
-    mo.context = 8;
-    mo.vocab = 256;
-    mo.seed = 3;
-    assert_int_equal(actc_model_create("gpt", &mo, m), ACTC_OK);
+    *m = small_gpt(1, 8, 1, 8);
     actc_trainer_opts o = actc_trainer_default_opts();
     o.policy = "gact:4";
     o.optim = "sgd";
