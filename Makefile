@@ -6,7 +6,7 @@ ASAN_BUILD ?= build-asan
 JOBS       ?= 2
 DEPS = cmake gcc make pkg-config libopenblas-openmp-dev libcmocka-dev zlib1g-dev libdnnl-dev libjemalloc-dev \
        dataset-fashion-mnist valgrind bible-kjv clang libclang-rt-14-dev libomp-dev openmpi-bin libopenmpi-dev \
-       gnuplot-nox python3
+       gnuplot-nox python3 python3-torch python3-pytest
 FUZZ_BUILD ?= build-fuzz
 # Seconds each fuzz target runs in `make test` (the long campaign: tests/fuzz/CMakeLists.txt).
 FUZZ_SECONDS ?= 60
@@ -14,7 +14,7 @@ FUZZ_SECONDS ?= 60
 # plain text without verse references (see tools/make_kjv_corpus.sh).
 KJV ?= $(BUILD)/data/kjv.txt
 
-.PHONY: all deps build demo test test-asan test-fuzz clean corpus
+.PHONY: all deps build demo test test-asan test-fuzz clean corpus python
 
 all: build
 
@@ -45,6 +45,14 @@ demo: build
 	rm -rf $(BUILD)/demo
 	./$(BUILD)/actc bench --suite demo --out $(BUILD)/demo
 
+# The PyTorch package (python/, see python/README.md): builds the library and
+# checks that Debian's python3 loads it through the package; use it with
+# PYTHONPATH=python, or pip install ./python.
+python: build
+	ACTC_LIBRARY=$(abspath $(BUILD)) PYTHONPATH=$(CURDIR)/python /usr/bin/python3 -c \
+	  'import actc, actc.torch; print("actc", actc.__version__, "for PyTorch", actc.torch.torch.__version__, "on", actc.library_path)'
+	@echo "use it: PYTHONPATH=$(CURDIR)/python python3 train.py   (or: pip install ./python)"
+
 # The release suite, then the unit tests again under AddressSanitizer and
 # UndefinedBehaviorSanitizer (the long CLI training runs and the MPI tests,
 # whose allocations are Open MPI's, are left to the first), then every fuzz
@@ -57,7 +65,7 @@ test: build $(KJV)
 test-asan: deps $(KJV)
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DACTC_SANITIZE=ON -DACTC_TEXT_CORPUS=$(abspath $(KJV))
 	cmake --build $(ASAN_BUILD) -j$(JOBS)
-	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -LE 'cli|mpi'
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -LE 'cli|mpi|python'
 
 test-fuzz: deps
 	CC=clang cmake -S . -B $(FUZZ_BUILD) -DACTC_FUZZ=ON -DCMAKE_BUILD_TYPE=Debug -DACTC_FUZZ_SECONDS=$(FUZZ_SECONDS)

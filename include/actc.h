@@ -46,9 +46,9 @@ extern "C" {
  * and the package files follow it).  ABI: before 1.0 a minor release may
  * break it (soname libactc.so.0.MINOR), from 1.0 only a major one; a patch
  * release never does (README, "Installing and linking"). */
-#define ACTC_VERSION "0.10.0"
+#define ACTC_VERSION "0.11.0"
 #define ACTC_VERSION_MAJOR 0
-#define ACTC_VERSION_MINOR 10
+#define ACTC_VERSION_MINOR 11
 #define ACTC_VERSION_PATCH 0
 /* ACTC_VERSION_MAJOR * 10000 + MINOR * 100 + PATCH, for #if comparisons. */
 #define ACTC_VERSION_NUMBER (ACTC_VERSION_MAJOR * 10000 + ACTC_VERSION_MINOR * 100 + ACTC_VERSION_PATCH)
@@ -424,6 +424,8 @@ typedef struct {
     size_t numel;
     size_t bytes;                /* exact size of the payload encode writes   */
     uint64_t key;                /* random stream of the stochastic codecs    */
+    int sample_widths;           /* 1: made with per-sample widths, which
+                                    encode needs again (quant only)           */
     /* Resolved by actc_codec_plan_make for encode and decode: do not change. */
     int id_, bits_, group_, width_;
     int iparam_[4];
@@ -553,6 +555,82 @@ ACTC_API const char *actc_role_name(actc_role r);
 /* 1 for the attention's roles (ACTC_ROLE_ATTN_Q, _K, _V, _OUT, _PROBS,
  * _STATS). */
 ACTC_API int actc_role_is_attention(actc_role r);
+
+/* ---- Policies on caller tensors ------------------------------------------
+ * A planner is a compression policy without the engine: for a save another
+ * framework makes (the PyTorch package's saved-tensor hooks), described by
+ * its layer, its number there, its role and its values, it answers the codec
+ * plan the store would use, to be carried out with actc_codec_encode on the
+ * caller's buffers.  The policy's state is the planner's; nothing else is
+ * shared, so planners of different threads do not meet.
+ *
+ * Every spec actc_ctx_set_policy accepts, except those whose answer is not a
+ * codec: compact (a projection of the input: a change of the layer, which
+ * the package makes with actc.torch.compact) and gact:CB1, gact:CB2,
+ * gact:CKPT (recomputed blocks: the model's checkpointing).  agoq's plans
+ * to recompute normalisations and activations have no meaning here: those
+ * saves get its codec.  Learning policies learn through the planner:
+ *  - ActNN's mixed precision (actnn:L3, actnn:X) from gradient reports
+ *    (actc_planner_observe during backward, actc_planner_replan after it);
+ *  - GACT (gact:B, gact:fixB, gact:L1) from measuring passes the caller runs
+ *    on one batch: actc_planner_measure_begin, a reference forward and
+ *    backward (gradient g_0), then for each l < actc_planner_measure_count
+ *    actc_planner_measure_perturb(l) and a pass (g_l), then
+ *    actc_planner_measure_commit with ||g_0 - g_l||^2 (GACT's Algorithm 1,
+ *    as the engine's controller runs it); saves planned in between are those
+ *    of the passes.  Before its first commit gact:B plans every save at
+ *    the widest rung of its ladder (32/8/4/2/1) within B. */
+typedef struct actc_planner actc_planner;
+typedef struct {
+    const char *scope;    /* the layer that saves ("layer1.0.conv1"; NULL or
+                             "": none)                                         */
+    int index;            /* the save's number within the layer in this step:
+                             (scope, index) names the same tensor every step  */
+    actc_save_role role;  /* what the save is (role.role ACTC_ROLE_UNKNOWN when
+                             the caller cannot tell); no transforms            */
+    int ndim;             /* 0..ACTC_MAX_DIMS; the first axis is the samples'  */
+    const int *shape;
+    const float *data;    /* the values (read only: the mixed-precision policy
+                             sizes per-sample widths from their ranges)        */
+    uint64_t step;        /* the training step (random streams, learning)      */
+} actc_save_query;
+/* A planner for policy spec with random streams keyed by seed.
+ * ACTC_ERR_INVALID with a message for an unknown spec or one the planner
+ * cannot carry out (which, and what to use instead). */
+ACTC_API actc_status actc_planner_new(const char *policy, uint64_t seed, actc_planner **out);
+ACTC_API void actc_planner_free(actc_planner *p);
+/* The planner's canonical policy spec ("" for NULL). */
+ACTC_API const char *actc_planner_policy(const actc_planner *p);
+/* 1 when the policy learns from gradient reports (actc_planner_observe), or
+ * from measuring passes (actc_planner_measure_*); 0 otherwise or for NULL. */
+ACTC_API int actc_planner_observes(const actc_planner *p);
+ACTC_API int actc_planner_measures(const actc_planner *p);
+/* The plan of save q: plan->bytes is the payload actc_codec_encode writes.
+ * sample_bits: NULL or room for max(1, shape[0]) widths; when the policy
+ * chooses per-sample widths (plan->sample_widths), they are written there
+ * and encode takes them (ACTC_ERR_INVALID if the room was NULL).  The
+ * random key is (seed, step, save)'s. */
+ACTC_API actc_status actc_planner_plan(actc_planner *p, const actc_save_query *q, actc_codec_plan *plan,
+                                       uint8_t *sample_bits);
+/* During backward: the mean over samples of the squared L2 norm of the
+ * gradient reaching the output of layer scope, whose saves of this step
+ * were indices[0..n).  A no-op for a policy that does not observe. */
+ACTC_API actc_status actc_planner_observe(actc_planner *p, const char *scope, const int *indices, int n,
+                                          double grad_sq);
+/* After each backward: re-plan from the step's reports (ActNN's per-layer
+ * allocation).  A no-op for a policy that does not observe. */
+ACTC_API actc_status actc_planner_replan(actc_planner *p);
+/* GACT's measuring passes (above).  begin: ACTC_ERR_STATE for a policy
+ * that measures nothing.  count: the tensors the reference pass saved (-1
+ * with the error set when not measuring).  perturb: the next pass rounds
+ * tensor l with a stream of its own.  commit: n = count differences,
+ * finite and >= 0; ends the measurement, re-plans, and leaves the policy
+ * unchanged on error.  cancel: ends it without a commit. */
+ACTC_API actc_status actc_planner_measure_begin(actc_planner *p);
+ACTC_API int actc_planner_measure_count(actc_planner *p);
+ACTC_API actc_status actc_planner_measure_perturb(actc_planner *p, int l);
+ACTC_API actc_status actc_planner_measure_commit(actc_planner *p, const double *sq_diff, int n);
+ACTC_API void actc_planner_measure_cancel(actc_planner *p);
 
 /* New context: training mode, policy "none", seed 0. NULL on failure. */
 ACTC_API actc_ctx *actc_ctx_new(void);

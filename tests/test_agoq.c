@@ -75,6 +75,19 @@ static void test_specs(void **state)
     tu_expect_bad_policy("agoq:bits=4", "agoq's options are");
     tu_expect_bad_policy("agoq:", "no options");
     tu_expect_bad_policy("agoq:fmt=nf4,", "empty option");
+    /* The formats alone, as policies: no recompute plans. */
+    static const char *const formats[][2] = {
+        {"NF4", "nf4,block=64"},
+        {"fp4,block=128", "fp4-bnb,block=128"},
+        {"e2m1,round=stochastic", "fp4-e2m1,block=64,round=stochastic"},
+    };
+    for (size_t i = 0; i < sizeof formats / sizeof *formats; i++) {
+        actc_ctx *ctx = tu_expect_policy(formats[i][0], formats[i][1]);
+        assert_int_equal(actc_ctx_plan_region(ctx, ACTC_REGION_NORM), ACTC_PLAN_ANY);
+        actc_ctx_free(ctx);
+    }
+    tu_expect_bad_policy("nf4,block=100", "power of two from 32 to 4096");
+    tu_expect_bad_policy("nf4x", "unknown codec");
 }
 
 /* ---- recompute regions: the saved path's gradients, to the bit --------------------- */

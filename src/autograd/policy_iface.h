@@ -129,6 +129,14 @@ static inline actc_policy *actc__policy_learner(const actc_policy *p)
     return (actc_policy *)p;
 }
 
+/* The policy on p's chain that learns by measuring passes (GACT), or
+ * NULL. */
+static inline actc_policy *actc__policy_measurer(const actc_policy *p)
+{
+    actc_policy *l = actc__policy_learner(p);
+    return l && l->measure->commit ? l : NULL;
+}
+
 /* Give ctx a new policy (it takes ownership; the old one is destroyed).
  * Fails with ACTC_ERR_STATE while a tape is recorded. */
 actc_status actc__ctx_install_policy(actc_ctx *ctx, actc_policy *p);

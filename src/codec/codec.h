@@ -127,6 +127,14 @@ uint8_t actc_dyn8_zero_code(void);
  * NULL on success, else why the spec is bad. */
 const char *actc__codec_parse(const char *spec, int ndim, const actc_codec **codec, actc_codec_args *a, char *canon,
                               size_t cap);
+/* The canonical spec of codec c with arguments a (what actc__codec_parse
+ * would give for it; a quantizer with per-sample widths is "quant:mixed").
+ * NULL on success, else why it cannot be spelled. */
+const char *actc__codec_spell(const actc_codec *c, const actc_codec_args *a, char *canon, size_t cap);
+/* The public plan of codec c with arguments a (a->ndim, a->shape, a->key
+ * and a->sample_bits set; codec_api.c), as actc_codec_plan_make makes it
+ * from a spec.  ACTC_ERR_INVALID for a codec that has no public plan. */
+actc_status actc__codec_plan_of(const actc_codec *c, actc_codec_args *a, actc_codec_plan *plan);
 /* The options after "quant:" (B[,group=G|,per-tensor]), shared with the
  * quant:B policy; canon is the whole spec ("quant:2,group=64"). */
 typedef struct {

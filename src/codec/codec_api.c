@@ -49,6 +49,24 @@ static actc_codec_args args_of(const actc_codec_plan *p, const uint8_t *sample_b
     return a;
 }
 
+/* The plan of codec with its arguments a for numel elements (the spelling
+ * in plan->codec is the caller's). */
+static void fill_plan(const actc_codec *codec, actc_codec_args *a, size_t numel, actc_codec_plan *plan)
+{
+    plan->ndim = a->ndim;
+    memcpy(plan->shape, a->shape, sizeof plan->shape);
+    plan->numel = numel;
+    plan->key = a->key;
+    plan->bytes = codec->plan(a, numel);
+    plan->id_ = codec_id(codec);
+    plan->bits_ = a->bits;
+    plan->group_ = a->group;
+    plan->width_ = a->width;
+    memcpy(plan->iparam_, a->iparam, sizeof plan->iparam_);
+    plan->sample_widths = a->sample_bits != NULL;
+    plan->sample_bits_hash_ = widths_hash(a->sample_bits, plan);
+}
+
 actc_status actc_codec_plan_make(const char *spec, int ndim, const int *shape, uint64_t key,
                                  const uint8_t *sample_bits, actc_codec_plan *plan)
 {
@@ -80,21 +98,24 @@ actc_status actc_codec_plan_make(const char *spec, int ndim, const int *shape, u
         if (sample_bits[s] < 1 || sample_bits[s] > 8)
             return actc_set_error(ACTC_ERR_INVALID, "codec '%s': sample %zu's width is %d (1 to 8 bits)", spec, s,
                                   sample_bits[s]);
-    plan->ndim = ndim;
-    for (int i = 0; i < ndim; i++) plan->shape[i] = shape[i];
-    plan->numel = numel;
-    plan->key = key;
     a.ndim = ndim;
-    memcpy(a.shape, plan->shape, sizeof a.shape);
+    for (int i = 0; i < ndim; i++) a.shape[i] = shape[i];
     a.key = key;
     a.sample_bits = sample_bits;
-    plan->bytes = codec->plan(&a, numel);
-    plan->id_ = codec_id(codec);
-    plan->bits_ = a.bits;
-    plan->group_ = a.group;
-    plan->width_ = a.width;
-    memcpy(plan->iparam_, a.iparam, sizeof plan->iparam_);
-    plan->sample_bits_hash_ = widths_hash(sample_bits, plan);
+    fill_plan(codec, &a, numel, plan);
+    return ACTC_OK;
+}
+
+actc_status actc__codec_plan_of(const actc_codec *c, actc_codec_args *a, actc_codec_plan *plan)
+{
+    memset(plan, 0, sizeof *plan);
+    if (!codec_id(c) || a->ndim < 0 || a->ndim > ACTC_MAX_DIMS)
+        return actc_set_error(ACTC_ERR_INVALID, "codec %s: no public plan", c ? c->name : "(none)");
+    const char *why = actc__codec_spell(c, a, plan->codec, sizeof plan->codec);
+    if (why) return actc_set_error(ACTC_ERR_INVALID, "codec %s: %s", c->name, why);
+    size_t numel = 1;
+    for (int i = 0; i < a->ndim; i++) numel *= (size_t)a->shape[i];
+    fill_plan(c, a, numel, plan);
     return ACTC_OK;
 }
 

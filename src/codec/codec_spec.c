@@ -52,6 +52,20 @@ const char *actc__quant_parse(const char *opts, actc_quant_opts *o, char *canon,
     return NULL;
 }
 
+/* The canonical "division:b=B,q=Q[,lfc-only|,hfc-only][,seq=...]"; 0 if it
+ * does not fit. */
+static int division_spell(const actc_division_opts *o, char *canon, size_t cap)
+{
+    int len = o->mode == ACTC_DIV_LFC_ONLY ? snprintf(canon, cap, "division:b=%d", o->block)
+                                           : snprintf(canon, cap, "division:b=%d,q=%d", o->block, o->bits);
+    if (len < 0 || (size_t)len >= cap) return 0;
+    if (o->mode != ACTC_DIV_FULL)
+        len += snprintf(canon + len, cap - (size_t)len, ",%s", o->mode == ACTC_DIV_LFC_ONLY ? "lfc-only" : "hfc-only");
+    if (o->tokens != ACTC_DIVISION_TOKENS && (size_t)len < cap)
+        len += snprintf(canon + len, cap - (size_t)len, ",seq=%s", o->tokens ? "tokens" : "features");
+    return (size_t)len < cap;
+}
+
 const char *actc__division_parse(const char *opts, actc_division_opts *o, char *canon, size_t cap)
 {
     char buf[OPTS_MAX];
@@ -80,14 +94,7 @@ const char *actc__division_parse(const char *opts, actc_division_opts *o, char *
     if (o->mode == ACTC_DIV_LFC_ONLY && seen_q) return "lfc-only keeps no residual: q= does not apply";
     /* The paper's ablation without the HFC pools with B = 4 (appendix S). */
     if (o->block < 0) o->block = o->mode == ACTC_DIV_LFC_ONLY ? 4 : ACTC_DIVISION_BLOCK;
-    int len = o->mode == ACTC_DIV_LFC_ONLY ? snprintf(canon, cap, "division:b=%d", o->block)
-                                           : snprintf(canon, cap, "division:b=%d,q=%d", o->block, o->bits);
-    if (len < 0 || (size_t)len >= cap) return "too long";
-    if (o->mode != ACTC_DIV_FULL)
-        len += snprintf(canon + len, cap - (size_t)len, ",%s", o->mode == ACTC_DIV_LFC_ONLY ? "lfc-only" : "hfc-only");
-    if (o->tokens != ACTC_DIVISION_TOKENS && (size_t)len < cap)
-        snprintf(canon + len, cap - (size_t)len, ",seq=%s", o->tokens ? "tokens" : "features");
-    return NULL;
+    return division_spell(o, canon, cap) ? NULL : "too long";
 }
 
 void actc__division_args(const actc_division_opts *o, int ndim, actc_codec_args *a)
@@ -97,6 +104,12 @@ void actc__division_args(const actc_division_opts *o, int ndim, actc_codec_args 
     a->iparam[1] = o->mode;
     a->iparam[2] = ndim >= 5 ? 3 : ndim == 4 ? 2 : 1;
     a->iparam[3] = ndim == 3 && o->tokens;
+}
+
+static void block4_spell(const actc_codec_args *a, char *canon, size_t cap)
+{
+    snprintf(canon, cap, "%s,block=%d%s", actc_block4_format_name(a->iparam[0]), a->group,
+             a->iparam[1] ? ",round=stochastic" : "");
 }
 
 /* nf4 | fp4-bnb | fp4-e2m1 (fp4, e2m1) [,block=G][,round=nearest|stochastic] */
@@ -126,7 +139,7 @@ static const char *block4_parse(const char *spec, actc_codec_args *a, char *cano
     a->group = block;
     a->iparam[0] = fmt;
     a->iparam[1] = stochastic;
-    snprintf(canon, cap, "%s,block=%d%s", actc_block4_format_name(fmt), block, stochastic ? ",round=stochastic" : "");
+    block4_spell(a, canon, cap);
     return NULL;
 }
 
@@ -201,4 +214,37 @@ const char *actc__codec_parse(const char *spec, int ndim, const actc_codec **cod
         }
     return "unknown codec (fp32, bf16, mask, index:W, quant:B[,group=G|,per-tensor], nf4|fp4-bnb|fp4-e2m1"
            "[,block=G][,round=R], dyn8[,block=G], division[:options])";
+}
+
+const char *actc__codec_spell(const actc_codec *c, const actc_codec_args *a, char *canon, size_t cap)
+{
+    const int g = a->group > 0 ? a->group : ACTC_QUANT_GROUP;
+    if (c == &actc_codec_quant_tensor) {
+        snprintf(canon, cap, "quant:%d,per-tensor", a->bits);
+    } else if (c == &actc_codec_quant) {
+        char bits[16] = "mixed";
+        if (!a->sample_bits) snprintf(bits, sizeof bits, "%d", a->bits);
+        if (g != ACTC_QUANT_GROUP)
+            snprintf(canon, cap, "quant:%s,group=%d", bits, g);
+        else
+            snprintf(canon, cap, "quant:%s", bits);
+    } else if (c == &actc_codec_division) {
+        /* iparam[3] (pool along the tokens) is only ever set for 3-D. */
+        const actc_division_opts o = {a->iparam[0], a->bits, a->iparam[1],
+                                      a->ndim == 3 ? a->iparam[3] : ACTC_DIVISION_TOKENS};
+        if (!division_spell(&o, canon, cap)) return "too long";
+    } else if (c == &actc_codec_block4) {
+        actc_codec_args b = *a;
+        if (b.group <= 0) b.group = ACTC_B4_BLOCK;
+        block4_spell(&b, canon, cap);
+    } else if (c == &actc_codec_dyn8) {
+        snprintf(canon, cap, "dyn8,block=%d", a->group > 0 ? a->group : ACTC_DYN8_BLOCK);
+    } else if (c == &actc_codec_index) {
+        snprintf(canon, cap, "index:%d", a->width);
+    } else if (c == &actc_codec_fp32 || c == &actc_codec_bf16 || c == &actc_codec_mask1) {
+        snprintf(canon, cap, "%s", c == &actc_codec_fp32 ? "fp32" : c == &actc_codec_bf16 ? "bf16" : "mask");
+    } else {
+        return "a codec with no spec";
+    }
+    return NULL;
 }

@@ -153,12 +153,6 @@ static actc_status grad_diff(const actc_controller *c, float *ref, int copy, int
     return s;
 }
 
-/* The policy on p's chain that learns by measuring passes, or NULL. */
-static actc_policy *measuring(const actc_policy *p)
-{
-    actc_policy *m = actc__policy_learner(p);
-    return m && m->measure->commit ? m : NULL;
-}
 
 /* Algorithm 1 through the measuring policy m's hooks, then its commit. */
 static actc_status estimate(actc_controller *c, actc_policy *m, actc_fwdbwd_fn fn, void *user)
@@ -246,7 +240,7 @@ actc_status actc_controller_iterate(actc_controller *c, actc_fwdbwd_fn fn, void 
     if (!c || !fn) return actc_set_error(ACTC_ERR_INVALID, "actc_controller_iterate: NULL controller or function");
     /* A frozen policy (actc_ctx_freeze_policy) is measured no more: the pass
      * runs with the bits it has and leaves the controller's state alone. */
-    actc_policy *m = c->ctx->policy && c->ctx->policy->frozen ? NULL : measuring(c->ctx->policy);
+    actc_policy *m = c->ctx->policy && c->ctx->policy->frozen ? NULL : actc__policy_measurer(c->ctx->policy);
     const uint64_t step = actc_ctx_step(c->ctx);
     c->adapted = 0;
     actc_status s = ACTC_OK;
@@ -263,7 +257,7 @@ actc_status actc_controller_iterate(actc_controller *c, actc_fwdbwd_fn fn, void 
 
 int actc_controller_adapted(const actc_controller *c) { return c && c->adapted; }
 
-int actc_ctx_policy_measures(const actc_ctx *ctx) { return ctx && measuring(ctx->policy) != NULL; }
+int actc_ctx_policy_measures(const actc_ctx *ctx) { return ctx && actc__policy_measurer(ctx->policy) != NULL; }
 
 /* A policy learns from what it sees if it measures (GACT) or observes
  * gradients (ActNN's adaptive levels, also under compact). */

@@ -30,6 +30,10 @@ actc_policy *actc__policy_find_tensors(const actc_policy *p);
 /* Constructors of the policy families (one file each); spec is the
  * canonical spelling kept in the policy. */
 actc_status actc__policy_fixed(const char *spec, const actc_codec *codec, actc_policy **out);
+/* Every ACT save but the loss's through codec with the options of a (its
+ * group and iparam; the 4-bit block-wise formats as policies). */
+actc_status actc__policy_codec(const char *spec, const actc_codec *codec, const actc_codec_args *a,
+                               actc_policy **out);
 actc_status actc__policy_quant(const char *spec, int bits, int group, int per_tensor, int conv_only,
                                actc_policy **out);
 actc_status actc__policy_actnn_mixed(const char *spec, double budget, actc_policy **out);

@@ -49,6 +49,10 @@ static const char *const g_list =
     "  agoq:block=B,fmt=F,round=R  blocks of B (32..4096, a power of two), F = fp4-bnb\n"
     "                    (bitsandbytes' FP4), fp4-e2m1 (OCP MX) or nf4, R = nearest or\n"
     "                    stochastic\n"
+    "  nf4, fp4, e2m1    every ACT save but the loss's in AGoQ's 4-bit block-wise format\n"
+    "                    (NormalFloat4, bitsandbytes' FP4, OCP MX E2M1), without AGoQ's rule;\n"
+    "                    options ,block=G (32..4096, a power of two, default 64) and\n"
+    "                    ,round=nearest|stochastic (e.g. nf4,block=128)\n"
     "  compact[:opts]    CompAct: the linear layers of the model's blocks save a random\n"
     "                    projection x P of their input (rank r) and get a low-rank weight\n"
     "                    gradient the optimizer steps in the subspace; opts, comma-separated:\n"
@@ -369,6 +373,15 @@ static actc_status policy_create(const char *spec, actc_policy **out)
         return spec[5] ? parse_agoq(spec, spec + 5, out) : bad_spec(spec, "no options after 'agoq:'");
     if (!strncasecmp(spec, "division:", 9))
         return spec[9] ? parse_division(spec, spec + 9, out) : bad_spec(spec, "no options after 'division:'");
+    if (actc_block4_format(spec) >= 0 || !strncasecmp(spec, "fp4", 3) || !strncasecmp(spec, "e2m1", 4) ||
+        !strncasecmp(spec, "nf4", 3)) {
+        const actc_codec *codec;
+        actc_codec_args a;
+        char canon[ACTC_POLICY_MAX];
+        const char *why = actc__codec_parse(spec, 0, &codec, &a, canon, sizeof canon);
+        if (!why && codec == &actc_codec_block4) return actc__policy_codec(canon, codec, &a, out);
+        return bad_spec(spec, why ? why : "not a 4-bit format");
+    }
     return actc_set_error(ACTC_ERR_INVALID, "unknown compression policy '%s'; valid values:\n%s", spec, g_list);
 }
 
