@@ -55,7 +55,6 @@
 #include "../core/core.h"
 #include <math.h>
 #include <string.h>
-#include <strings.h>
 
 #define B4_TAG 0x42344B53ULL /* "B4KS" */
 /* Below this many elements a parallel region costs more than it saves. */
@@ -83,7 +82,7 @@ int actc_block4_format(const char *name)
 {
     if (!name) return -1;
     for (int f = 0; f < B4_NFORMATS; f++)
-        if (strcasecmp(name, B4_NAMES[f]) == 0) return f;
+        if (strcmp(name, B4_NAMES[f]) == 0) return f;
     return -1;
 }
 

@@ -120,6 +120,7 @@ static const char *block4_parse(const char *spec, actc_codec_args *a, char *cano
     strcpy(buf, spec);
     if (empty_option(buf)) return "empty option";
     char *save = NULL, *name = strtok_r(buf, ",", &save);
+    for (char *c = name; c && *c; c++) *c = (char)tolower((unsigned char)*c); /* specs are case-insensitive */
     int fmt = actc_block4_format(name);
     if (fmt < 0 && !strcasecmp(name, "fp4")) fmt = ACTC_B4_FP4_BNB;
     if (fmt < 0 && !strcasecmp(name, "e2m1")) fmt = ACTC_B4_FP4_E2M1;
