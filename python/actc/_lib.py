@@ -68,9 +68,9 @@ class SaveQuery(ctypes.Structure):
     ]
 
 
-# actc_role values the package uses.
-ROLE_UNKNOWN, ROLE_LINEAR_IN, ROLE_MATMUL_IN, ROLE_CONV_IN, ROLE_NORM_IN = 0, 1, 2, 3, 4
-ROLE_LOSS_IN = 15
+# actc_role values the package uses (tests/test_hooks.py checks them
+# against actc_role_name).
+ROLE_UNKNOWN, ROLE_LINEAR_IN, ROLE_CONV_IN, ROLE_NORM_IN, ROLE_LOSS_IN = 0, 1, 3, 4, 15
 
 _c = ctypes
 _P = ctypes.c_void_p
@@ -79,6 +79,7 @@ _SIGNATURES = {
     "actc_policy_list": (_c.c_char_p, []),
     "actc_last_error": (_c.c_char_p, []),
     "actc_status_name": (_c.c_char_p, [_c.c_int]),
+    "actc_role_name": (_c.c_char_p, [_c.c_int]),
     "actc_set_threads": (None, [_c.c_int]),
     "actc_get_threads": (_c.c_int, []),
     "actc_codec_plan_make": (_c.c_int, [_c.c_char_p, _c.c_int, _c.POINTER(_c.c_int), _c.c_uint64, _P,
@@ -111,6 +112,7 @@ def _candidates():
     """(where, path) pairs in the order they are tried."""
     env = os.environ.get("ACTC_LIBRARY")
     if env:
+        env = os.path.abspath(env)  # library_path stays valid when the folder changes
         if os.path.isdir(env):
             for n in _NAMES:
                 yield "ACTC_LIBRARY", os.path.join(env, n)

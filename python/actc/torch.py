@@ -207,7 +207,7 @@ class compress:
                 as_float32(t)  # the CUDA error, not a silent pass
             kept = _Kept(t)
             if not self._is_param(t):
-                self._count("" if self.model is None else self._where()[0], "kept", t,
+                self._count(self._where()[0], "kept", t,
                             t.numel() * t.element_size(), t.numel() * t.element_size())
             return kept
         scope, module = self._where()

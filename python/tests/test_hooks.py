@@ -42,6 +42,14 @@ def test_version_matches_the_header():
     assert actc.__version__ == version == actc.library_version
 
 
+def test_roles_match_the_library():
+    from actc import _lib
+    names = {_lib.ROLE_UNKNOWN: "unknown", _lib.ROLE_LINEAR_IN: "linear_in", _lib.ROLE_CONV_IN: "conv_in",
+             _lib.ROLE_NORM_IN: "norm_in", _lib.ROLE_LOSS_IN: "loss_in"}
+    for value, name in names.items():
+        assert _lib.lib.actc_role_name(value).decode() == name
+
+
 def test_codecs_on_tensors():
     x = torch.randn(6, 300)
     for spec, tol in [("fp32", 0.0), ("bf16", 1 / 128), ("quant:8", 1 / 255 + 1e-3), ("nf4", 0.5), ("dyn8", 0.1)]:
