@@ -46,9 +46,9 @@ extern "C" {
  * and the package files follow it).  ABI: before 1.0 a minor release may
  * break it (soname libactc.so.0.MINOR), from 1.0 only a major one; a patch
  * release never does (README, "Installing and linking"). */
-#define ACTC_VERSION "0.11.0"
+#define ACTC_VERSION "0.12.0"
 #define ACTC_VERSION_MAJOR 0
-#define ACTC_VERSION_MINOR 11
+#define ACTC_VERSION_MINOR 12
 #define ACTC_VERSION_PATCH 0
 /* ACTC_VERSION_MAJOR * 10000 + MINOR * 100 + PATCH, for #if comparisons. */
 #define ACTC_VERSION_NUMBER (ACTC_VERSION_MAJOR * 10000 + ACTC_VERSION_MINOR * 100 + ACTC_VERSION_PATCH)
@@ -81,8 +81,9 @@ typedef enum {
     ACTC_ERR_FORMAT = 4,   /* a file is truncated, corrupt or of wrong kind   */
     ACTC_ERR_NUMERIC = 5,  /* NaN or Inf where a finite number is required    */
     ACTC_ERR_STATE = 6,    /* call made in the wrong state (e.g. no tape)     */
-    ACTC_ERR_COMM = 7      /* communication between processes failed (MPI), or
+    ACTC_ERR_COMM = 7,     /* communication between processes failed (MPI), or
                               the processes disagree (flags, sizes)           */
+    ACTC_ERR_DEVICE = 8    /* the GPU or its runtime failed (CUDA's message)  */
 } actc_status;
 
 /* The message of the last failure on this thread ("" if none). */
@@ -456,6 +457,46 @@ ACTC_API actc_status actc_codec_decode_rows(const actc_codec_plan *plan, const v
                                             size_t row0, size_t nrows, float *dst);
 
 /* ------------------------------------------------------------------------ */
+/* Codecs on CUDA device memory                                              */
+/* ------------------------------------------------------------------------ */
+/* The codecs above on NVIDIA GPUs (src/codec/cuda/; built when nvcc is
+ * found, -DACTC_WITH_CUDA=ON|OFF), for tensors in device memory.  A payload
+ * encoded on the GPU is byte for byte the one actc_codec_encode writes on
+ * the CPU for the same values, plan and key, and decodes to the same
+ * values: both sides run the same arithmetic (src/codec/codec_math.h).
+ * Plans are the CPU's (actc_codec_plan_make; plan->bytes sizes the
+ * payload).  Codecs with GPU kernels: fp32, bf16, mask, quant:B[,group=G]
+ * with or without per-sample widths, nf4 / fp4-bnb / fp4-e2m1 (either
+ * rounding) and dyn8; quant per-tensor, index and division fail with
+ * ACTC_ERR_INVALID naming the codec.
+ *
+ * The tensor holds plan->numel elements of dtype (bfloat16 and float16 are
+ * widened exactly, so their payload is that of the same values in float32;
+ * decode rounds to the output dtype to nearest even).  Every pointer is
+ * device memory of one device; stream is a cudaStream_t of that device
+ * (NULL: the legacy default stream).  The work is queued on the stream and
+ * the call returns without waiting, as a kernel launch does; nothing is
+ * allocated on the device; sample_bits (host memory, quant only) is copied
+ * into the payload on the stream.  The payload buffer is 16-byte aligned,
+ * the tensor aligned to its element size.  Errors, with nothing queued:
+ * ACTC_ERR_INVALID for a plan not from actc_codec_plan_make, a codec
+ * without kernels, an unknown dtype, a host pointer, a misaligned or short
+ * buffer, other widths than the plan's, or a stream of another device;
+ * ACTC_ERR_DEVICE with CUDA's message when the runtime fails (no device,
+ * a launch refused); ACTC_ERR_STATE when the library was built without
+ * CUDA. */
+typedef enum { ACTC_FLOAT32 = 0, ACTC_BFLOAT16 = 1, ACTC_FLOAT16 = 2 } actc_dtype;
+/* 1 if this library was built with the CUDA codecs. */
+ACTC_API int actc_cuda_built(void);
+/* Number of CUDA devices the runtime sees: 0 when there are none or the
+ * library was built without CUDA (actc_last_error says why). */
+ACTC_API int actc_cuda_device_count(void);
+ACTC_API actc_status actc_cuda_encode(const actc_codec_plan *plan, const void *x, actc_dtype dtype,
+                                      const uint8_t *sample_bits, void *dst, size_t dst_bytes, void *stream);
+ACTC_API actc_status actc_cuda_decode(const actc_codec_plan *plan, const void *src, size_t src_bytes, void *dst,
+                                      actc_dtype dtype, void *stream);
+
+/* ------------------------------------------------------------------------ */
 /* Engine context: tape, saved-context store, policy                         */
 /* ------------------------------------------------------------------------ */
 
@@ -591,8 +632,15 @@ typedef struct {
     int ndim;             /* 0..ACTC_MAX_DIMS; the first axis is the samples'  */
     const int *shape;
     const float *data;    /* the values (read only: the mixed-precision policy
-                             sizes per-sample widths from their ranges)        */
+                             sizes per-sample widths from their ranges), or
+                             NULL when the host cannot read them (device
+                             memory): then sample_range_sq                     */
     uint64_t step;        /* the training step (random streams, learning)      */
+    const double *sample_range_sq; /* NULL, or shape[0] values: sample n's sum
+                             over groups of 256 elements of (max - min)^2,
+                             what ActNN's L2/L3 read from the data otherwise
+                             (actnn with NULL data and NULL sample_range_sq:
+                             ACTC_ERR_INVALID)                                 */
 } actc_save_query;
 /* A planner for policy spec with random streams keyed by seed.
  * ACTC_ERR_INVALID with a message for an unknown spec or one the planner

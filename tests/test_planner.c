@@ -175,6 +175,18 @@ static void test_mixed_precision(void **state)
         s2 += bits2[s];
     }
     assert_true(s1 > s2);
+    /* Values the host cannot read (device memory): the per-sample ranges
+     * instead give the same widths; neither is refused with a message. */
+    double range_sq[8];
+    actc_quant_range_sq(x, 8, 512, ACTC_QUANT_GROUP, range_sq);
+    actc_save_query dev = a;
+    dev.data = NULL;
+    uint8_t bits3[8];
+    assert_int_equal(actc_planner_plan(p, &dev, &plan, bits3), ACTC_ERR_INVALID);
+    assert_non_null(strstr(actc_last_error(), "sample_range_sq"));
+    dev.sample_range_sq = range_sq;
+    assert_int_equal(actc_planner_plan(p, &dev, &plan, bits3), ACTC_OK);
+    assert_memory_equal(bits3, bits1, sizeof bits1);
     assert_true(s1 + s2 <= 2 * 2 * 8);
     actc_planner_free(p);
     free(x);
@@ -262,8 +274,8 @@ static void test_refusals(void **state)
     const int shape[1] = {4};
     q = query("x", 0, ACTC_ROLE_NROLES, 1, shape, x, 0);
     assert_int_equal(actc_planner_plan(p, &q, &plan, NULL), ACTC_ERR_INVALID);
-    q = query("x", 0, ACTC_ROLE_UNKNOWN, 1, shape, NULL, 0);
-    assert_int_equal(actc_planner_plan(p, &q, &plan, NULL), ACTC_ERR_INVALID);
+    q = query("x", 0, ACTC_ROLE_UNKNOWN, 1, shape, NULL, 0); /* device memory: quant:2 reads no values */
+    assert_int_equal(actc_planner_plan(p, &q, &plan, NULL), ACTC_OK);
     q = query(NULL, 0, ACTC_ROLE_UNKNOWN, 0, NULL, x, 0); /* a scalar, no scope */
     assert_int_equal(actc_planner_plan(p, &q, &plan, NULL), ACTC_OK);
     assert_int_equal((int)plan.numel, 1);

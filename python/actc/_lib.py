@@ -65,6 +65,7 @@ class SaveQuery(ctypes.Structure):
         ("shape", ctypes.POINTER(ctypes.c_int)),
         ("data", ctypes.c_void_p),
         ("step", ctypes.c_uint64),
+        ("sample_range_sq", ctypes.POINTER(ctypes.c_double)),
     ]
 
 
@@ -86,6 +87,10 @@ _SIGNATURES = {
                                         _c.POINTER(CodecPlan)]),
     "actc_codec_encode": (_c.c_int, [_c.POINTER(CodecPlan), _P, _P, _P, _c.c_size_t]),
     "actc_codec_decode": (_c.c_int, [_c.POINTER(CodecPlan), _P, _c.c_size_t, _P]),
+    "actc_cuda_built": (_c.c_int, []),
+    "actc_cuda_device_count": (_c.c_int, []),
+    "actc_cuda_encode": (_c.c_int, [_c.POINTER(CodecPlan), _P, _c.c_int, _P, _P, _c.c_size_t, _P]),
+    "actc_cuda_decode": (_c.c_int, [_c.POINTER(CodecPlan), _P, _c.c_size_t, _P, _c.c_int, _P]),
     "actc_planner_new": (_c.c_int, [_c.c_char_p, _c.c_uint64, _c.POINTER(_P)]),
     "actc_planner_free": (None, [_P]),
     "actc_planner_policy": (_c.c_char_p, [_P]),

@@ -1,11 +1,16 @@
-"""The codecs and the planner on torch CPU tensors: plans from the library,
-payloads in uint8 tensors the package allocates, values through
-``data_ptr()``.  The hooks (actc.torch) and CompAct build on these."""
+"""The codecs and the planner on torch tensors: plans from the library,
+payloads in uint8 tensors the package allocates (with torch, on the
+tensor's device, so torch's caching allocator and max_memory_allocated see
+them), values through ``data_ptr()``.  CPU tensors go through
+actc_codec_encode/decode in float32; CUDA tensors through
+actc_cuda_encode/decode on torch's current stream, in their own dtype
+(float32, bfloat16 or float16), with the same payload bytes.  The hooks
+(actc.torch) and CompAct build on these."""
 import ctypes
 
 import torch
 
-from ._lib import ActcError, CodecPlan, SaveQuery, check, lib, raise_last
+from ._lib import ActcError, CodecPlan, SaveQuery, check, lib, library_path, raise_last
 
 _FLOAT_TYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 
@@ -14,20 +19,45 @@ def _shape_array(shape):
     return (ctypes.c_int * max(1, len(shape)))(*shape)
 
 
+# The dtypes the CUDA codecs read and write (actc_dtype).
+_CUDA_DTYPES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
+
+
+def check_device(t):
+    """Refuse a tensor on a device the library has no codecs for."""
+    if t.device.type == "cpu":
+        return
+    if t.device.type != "cuda":
+        raise ActcError(f"actc: a tensor on {t.device} cannot be compressed: actc has CPU and CUDA codecs")
+    if not lib.actc_cuda_built():
+        raise ActcError(f"actc: a tensor on {t.device} cannot be compressed by {library_path}: compressing "
+                        "CUDA tensors needs the CUDA build of actc (configure with -DACTC_WITH_CUDA=ON where "
+                        "nvcc is installed)")
+
+
 def as_float32(t):
-    """t's values as a contiguous float32 CPU tensor (t itself when it is
-    one already), for the codecs; refuses what they cannot take."""
-    if t.device.type != "cpu":
-        raise ActcError(f"actc: a tensor on {t.device} cannot be compressed: this is the CPU build of actc; "
-                        "compressing CUDA tensors needs the CUDA build (not available yet)")
+    """t's values as a contiguous tensor for the codecs: float32 on the CPU
+    (t itself when it is one already); on a GPU float32, bfloat16 or
+    float16 as t is (others become float32), aligned to its element.
+    Refuses what the codecs cannot take."""
+    check_device(t)
     if t.dtype not in _FLOAT_TYPES and t.dtype != torch.bool:
         raise ActcError(f"actc: the codecs take floating or boolean tensors, not {t.dtype}")
     if t.dim() > 5:
         raise ActcError(f"actc: the codecs take at most 5 dimensions, not {t.dim()} ({list(t.shape)})")
     x = t.detach()
+    if x.is_cuda:
+        if x.dtype not in _CUDA_DTYPES:
+            x = x.to(torch.float16 if x.dtype == torch.bool else torch.float32)
+        x = x.contiguous()
+        return x if x.data_ptr() % x.element_size() == 0 else x.clone()
     if x.dtype != torch.float32:
         x = x.to(torch.float32)
     return x.contiguous()
+
+
+def _stream(t):
+    return ctypes.c_void_p(torch.cuda.current_stream(t.device).cuda_stream)
 
 
 def plan(codec, shape, key=0, sample_bits=None):
@@ -44,19 +74,51 @@ def plan(codec, shape, key=0, sample_bits=None):
 
 
 def encode_into(p, x, sample_bits=None):
-    """Encode float32 contiguous x with plan p into a new uint8 tensor."""
-    out = torch.empty(p.bytes, dtype=torch.uint8)
-    check(lib.actc_codec_encode(ctypes.byref(p), x.data_ptr(), sample_bits, out.data_ptr(), p.bytes),
-          "encode")
+    """Encode contiguous x (as_float32's) with plan p into a new uint8
+    tensor on x's device."""
+    out = torch.empty(p.bytes, dtype=torch.uint8, device=x.device)
+    if x.is_cuda:
+        check(lib.actc_cuda_encode(ctypes.byref(p), x.data_ptr(), _CUDA_DTYPES[x.dtype], sample_bits,
+                                   out.data_ptr(), p.bytes, _stream(x)), "encode")
+    else:
+        check(lib.actc_codec_encode(ctypes.byref(p), x.data_ptr(), sample_bits, out.data_ptr(), p.bytes),
+              "encode")
     return out
 
 
 def decode(p, payload, dtype=torch.float32):
-    """The values of a payload, as a new tensor of the plan's shape."""
+    """The values of a payload, as a new tensor of the plan's shape on the
+    payload's device."""
     shape = tuple(p.shape[:p.ndim])
+    if payload.is_cuda:
+        direct = dtype in _CUDA_DTYPES
+        y = torch.empty(shape, dtype=dtype if direct else torch.float32, device=payload.device)
+        check(lib.actc_cuda_decode(ctypes.byref(p), payload.data_ptr(), payload.numel(), y.data_ptr(),
+                                   _CUDA_DTYPES[y.dtype], _stream(payload)), "decode")
+        return y if direct else y.to(dtype)
     y = torch.empty(shape, dtype=torch.float32)
     check(lib.actc_codec_decode(ctypes.byref(p), payload.data_ptr(), payload.numel(), y.data_ptr()), "decode")
     return y if dtype == torch.float32 else y.to(dtype)
+
+
+def sample_range_sq(x, group=256):
+    """ActNN's per-sample sum over groups of `group` elements of the squared
+    range (max - min, NaNs ignored), what the library computes from values
+    it can read (actc_quant_range_sq): computed where x lives, for device
+    tensors.  float64, one value per sample (dim 0)."""
+    n = x.shape[0] if x.dim() >= 2 else 1
+    v = x.reshape(n, -1)
+    d = v.shape[1]
+    full = d // group * group
+    parts = []
+    for piece in ([v[:, :full].reshape(n, -1, group)] if full else []) + \
+            ([v[:, full:].reshape(n, 1, d - full)] if d > full else []):
+        nan = torch.isnan(piece)
+        mn = torch.where(nan, torch.full_like(piece, float("inf")), piece).amin(dim=2).double()
+        mx = torch.where(nan, torch.full_like(piece, float("-inf")), piece).amax(dim=2).double()
+        r = torch.where(mn <= mx, mx - mn, torch.zeros_like(mn))
+        parts.append((r * r).sum(dim=1))
+    return sum(parts) if parts else torch.zeros(n, dtype=torch.float64, device=x.device)
 
 
 def encode(t, codec, key=0):
@@ -86,7 +148,7 @@ class Planner:
             self._h = None
 
     def plan(self, x, scope, index, role, step):
-        """(plan, sample_bits) for float32 contiguous x; sample_bits is a
+        """(plan, sample_bits) for contiguous x (as_float32's); sample_bits is a
         ctypes array when the plan uses per-sample widths, else None."""
         shape = _shape_array(x.shape)
         q = SaveQuery()
@@ -95,8 +157,18 @@ class Planner:
         q.role = role
         q.ndim = x.dim()
         q.shape = shape
-        q.data = x.data_ptr()
         q.step = step
+        ranges = None
+        if x.is_cuda:
+            # The library reads values on the host only: ActNN (the
+            # observing policies) gets their per-sample ranges instead.
+            q.data = None
+            if self.observes:
+                r = sample_range_sq(x).cpu()
+                ranges = (ctypes.c_double * r.numel())(*r.tolist())
+                q.sample_range_sq = ctypes.cast(ranges, ctypes.POINTER(ctypes.c_double))
+        else:
+            q.data = x.data_ptr()
         p = CodecPlan()
         bits = (ctypes.c_uint8 * max(1, x.shape[0] if x.dim() else 1))()
         check(lib.actc_planner_plan(self._h, ctypes.byref(q), ctypes.byref(p), bits), f"policy {self.policy}")

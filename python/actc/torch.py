@@ -36,7 +36,7 @@ import torch.nn as nn
 
 from . import _lib
 from .compact import compact  # noqa: F401  (actc.torch.compact)
-from .core import Planner, as_float32, decode, encode_into, plan as codec_plan
+from .core import Planner, as_float32, check_device, decode, encode_into, plan as codec_plan
 
 # The layer name of saves made outside the model's modules.
 OUTSIDE = "(outside)"
@@ -203,8 +203,8 @@ class compress:
         if t.dtype == torch.bool:
             return self._pack_codec(t, "mask")
         if not t.is_floating_point() or self._is_statistic(t) or self._is_param(t) or t.numel() == 0:
-            if t.device.type != "cpu" and t.is_floating_point() and t.dim() >= 2:
-                as_float32(t)  # the CUDA error, not a silent pass
+            if t.is_floating_point() and t.dim() >= 2:
+                check_device(t)  # a build without CUDA says so, not a silent pass
             kept = _Kept(t)
             if not self._is_param(t):
                 self._count(self._where()[0], "kept", t,
@@ -312,12 +312,10 @@ class compress:
         src = k.source()
         if src is not None and src._version != k.version:
             raise RuntimeError(self._changed_message(k.where, k.version, src._version))
-        y = decode(k.plan, k.payload, torch.float32)
+        y = decode(k.plan, k.payload, torch.float32 if k.dtype == torch.bool else k.dtype)
         if k.shape != y.shape:
             y = y.view(k.shape)
-        if k.dtype == torch.bool:
-            return y.bool()
-        return y if k.dtype == torch.float32 else y.to(k.dtype)
+        return y.bool() if k.dtype == torch.bool else y
 
     @staticmethod
     def _changed_message(where, before, now):
@@ -387,11 +385,17 @@ class compress:
         state (dropout) and the same buffers (batch norm) in every pass."""
         params = [p for p in self.model.parameters() if p.requires_grad]
         rng = torch.get_rng_state()
+        cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
         buffers = [b.detach().clone() for b in self.model.buffers()]
         counting, self._counting = self._counting, False
 
-        def grads():
+        def restore_rng():
             torch.set_rng_state(rng)
+            if cuda_rng is not None:
+                torch.cuda.set_rng_state_all(cuda_rng)
+
+        def grads():
+            restore_rng()
             self._indices, self._dedup = {}, {}
             with self, torch.enable_grad():
                 loss = closure()
@@ -399,7 +403,7 @@ class compress:
             with torch.no_grad():
                 for b, saved in zip(self.model.buffers(), buffers):
                     b.copy_(saved)
-            return [x.detach().double() if x is not None else torch.zeros(p.shape, dtype=torch.float64)
+            return [x.detach().double() if x is not None else torch.zeros(p.shape, dtype=torch.float64, device=p.device)
                     for x, p in zip(g, params)]
 
         self.planner.measure_begin()
@@ -416,4 +420,4 @@ class compress:
             raise
         finally:
             self._counting = counting
-            torch.set_rng_state(rng)
+            restore_rng()

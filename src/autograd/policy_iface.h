@@ -26,7 +26,8 @@ typedef struct {
                                 key in every step, whatever the save order     */
     actc_save_kind kind;
     const actc_save_role *role; /* what the save is (never NULL)             */
-    const actc_tensor *t;    /* the tensor being saved (data readable)        */
+    const actc_tensor *t;    /* the tensor being saved (data readable, except
+                                from a planner given device memory: NULL)      */
     uint64_t step;           /* training step                                 */
     const actc_node *node;   /* the saving node (its inputs' shapes, attrs)   */
     int kept;                /* transform plans: another save still pending
@@ -35,6 +36,9 @@ typedef struct {
     uint64_t seed;           /* the context's seed (for a policy's own streams) */
     int in_block;            /* saved inside one of the model's repeated blocks
                                 (a region of kind ACTC_REGION_BLOCK)          */
+    const double *range_sq;  /* the planner's caller's per-sample ||R_n||^2
+                                (actc_save_query.sample_range_sq) when t's
+                                values are not readable here; else NULL        */
 } actc_save_desc;
 
 typedef struct actc_policy actc_policy;

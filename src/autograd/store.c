@@ -294,7 +294,7 @@ static actc_status plan_save(actc_ctx *ctx, actc_node *node, const actc_tensor *
     memcpy(args->shape, t->shape, sizeof args->shape);
     const int k = node->n_slots_;
     actc_save_desc d = {node->op, node->scope_, k, node->index_, key, kind, role, t, ctx->step, node, 0, ctx->seed,
-                        ctx->blocks > 0};
+                        ctx->blocks > 0, NULL};
     p->stable_key = d.stable_key;
     args->key = actc_rng_key(ctx->seed ^ 0x53544F5245ULL, actc__stream_step(ctx), d.stable_key);
     /* The output of a recompute region is kept as a reference to it: a load
@@ -429,7 +429,7 @@ static actc_status plan_transform(actc_ctx *ctx, actc_node *node, const actc_ten
 {
     memset(out, 0, sizeof *out);
     actc_save_desc d = {node->op, node->scope_, node->n_slots_, node->index_, key, ACTC_SAVE_ACT, role,
-                        t, ctx->step, node, held_elsewhere(ctx, t), ctx->seed, ctx->blocks > 0};
+                        t, ctx->step, node, held_elsewhere(ctx, t), ctx->seed, ctx->blocks > 0, NULL};
     actc_status s = ctx->policy->transform(ctx->policy, &d, out);
     if (s != ACTC_OK) return s;
     if (out->kind & ~role->transforms)

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include "codec_math.h"
 
 #define BW_INLINE static inline __attribute__((always_inline))
 
@@ -43,8 +44,7 @@ BW_INLINE float bw_absmax_finite(const float *x, size_t n)
 {
     int32_t mx = 0;
     for (size_t i = 0; i < n; i++) {
-        int32_t b = (int32_t)(bw_f32_bits(x[i]) & 0x7FFFFFFFu);
-        b = b < 0x7F800000 ? b : 0;
+        const int32_t b = actc__absmax_bits(x[i]);
         mx = b > mx ? b : mx;
     }
     return bw_f32_from_bits((uint32_t)mx);

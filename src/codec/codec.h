@@ -5,6 +5,7 @@
 #ifndef ACTC_CODEC_H
 #define ACTC_CODEC_H
 #include "actc.h"
+#include "codec_math.h"
 
 /* Parameters of one encoding; the store keeps them with the payload. */
 typedef struct {
@@ -91,6 +92,9 @@ enum { ACTC_B4_NF4 = 0, ACTC_B4_FP4_BNB = 1, ACTC_B4_FP4_E2M1 = 2 };
  * and back (NULL for a value that is not a format). */
 int actc_block4_format(const char *name);
 const char *actc_block4_format_name(int fmt);
+/* The rounding and decoding tables of format fmt (an unknown one is nf4),
+ * for a kernel outside codec_block4.c (the CUDA codecs). */
+void actc__block4_levels(int fmt, actc__b4_levels *L);
 /* 8-bit block-wise dynamic quantizer (codec_dyn8.c), AGoQ's and
  * bitsandbytes' optimizer/gradient format: per block of args->group
  * elements (0 means ACTC_DYN8_BLOCK; any positive size) one fp32 absmax,
@@ -107,6 +111,9 @@ void actc_dyn8_encode(const float *x, size_t n, int block, void *dst);
 void actc_dyn8_decode(const void *src, size_t n, int block, float *dst);
 void actc_dyn8_decode_add(const void *src, size_t n, int block, float *acc);
 const float *actc_dyn8_map(void);
+/* The 255 midpoints between neighbouring map entries (ascending), for
+ * actc__dyn8_search (codec_math.h). */
+const float *actc__dyn8_mids(void);
 /* Blocks of a payload in ACTC_DYN8_BLOCK blocks one by one, for the 8-bit
  * wire, which moves a gradient's codes between payloads without decoding
  * and re-encoding them (that would round again: the map is asymmetric, so
@@ -135,6 +142,13 @@ const char *actc__codec_spell(const actc_codec *c, const actc_codec_args *a, cha
  * and a->sample_bits set; codec_api.c), as actc_codec_plan_make makes it
  * from a spec.  ACTC_ERR_INVALID for a codec that has no public plan. */
 actc_status actc__codec_plan_of(const actc_codec *c, actc_codec_args *a, actc_codec_plan *plan);
+/* What the entry points on plans share (codec_api.c): the plan's codec, or
+ * NULL with the error set when p is not a plan or buf (buf_bytes) cannot
+ * hold its payload (fn names the caller in the message); the codec's
+ * arguments; the hash of per-sample widths a plan records (0 for NULL). */
+const actc_codec *actc__plan_codec(const actc_codec_plan *p, const char *fn, const void *buf, size_t buf_bytes);
+actc_codec_args actc__plan_args(const actc_codec_plan *p, const uint8_t *sample_bits);
+uint64_t actc__plan_widths_hash(const uint8_t *sample_bits, const actc_codec_plan *p);
 /* The options after "quant:" (B[,group=G|,per-tensor]), shared with the
  * quant:B policy; canon is the whole spec ("quant:2,group=64"). */
 typedef struct {

@@ -27,14 +27,14 @@ static int codec_id(const actc_codec *c)
     return 0;
 }
 
-static uint64_t widths_hash(const uint8_t *sample_bits, const actc_codec_plan *p)
+uint64_t actc__plan_widths_hash(const uint8_t *sample_bits, const actc_codec_plan *p)
 {
     if (!sample_bits) return 0;
     return actc_hash_bytes(ACTC_HASH_START, sample_bits, p->ndim > 0 ? (size_t)p->shape[0] : 1);
 }
 
 /* The store's arguments for the plan (what encode and decode read). */
-static actc_codec_args args_of(const actc_codec_plan *p, const uint8_t *sample_bits)
+actc_codec_args actc__plan_args(const actc_codec_plan *p, const uint8_t *sample_bits)
 {
     actc_codec_args a;
     memset(&a, 0, sizeof a);
@@ -64,7 +64,7 @@ static void fill_plan(const actc_codec *codec, actc_codec_args *a, size_t numel,
     plan->width_ = a->width;
     memcpy(plan->iparam_, a->iparam, sizeof plan->iparam_);
     plan->sample_widths = a->sample_bits != NULL;
-    plan->sample_bits_hash_ = widths_hash(a->sample_bits, plan);
+    plan->sample_bits_hash_ = actc__plan_widths_hash(a->sample_bits, plan);
 }
 
 actc_status actc_codec_plan_make(const char *spec, int ndim, const int *shape, uint64_t key,
@@ -119,8 +119,7 @@ actc_status actc__codec_plan_of(const actc_codec *c, actc_codec_args *a, actc_co
     return ACTC_OK;
 }
 
-/* The plan's codec, or NULL with the error set. */
-static const actc_codec *plan_codec(const actc_codec_plan *p, const char *fn, const void *buf, size_t buf_bytes)
+const actc_codec *actc__plan_codec(const actc_codec_plan *p, const char *fn, const void *buf, size_t buf_bytes)
 {
     if (!p || p->id_ <= 0 || p->id_ >= NCODECS) {
         actc_set_error(ACTC_ERR_INVALID, "%s: not a plan from actc_codec_plan_make", fn);
@@ -137,10 +136,10 @@ static const actc_codec *plan_codec(const actc_codec_plan *p, const char *fn, co
 actc_status actc_codec_encode(const actc_codec_plan *plan, const float *x, const uint8_t *sample_bits, void *dst,
                               size_t dst_bytes)
 {
-    const actc_codec *c = plan_codec(plan, "actc_codec_encode", dst, dst_bytes);
+    const actc_codec *c = actc__plan_codec(plan, "actc_codec_encode", dst, dst_bytes);
     if (!c) return actc_last_status();
     if (!x && plan->numel) return actc_set_error(ACTC_ERR_INVALID, "actc_codec_encode (%s): NULL input", plan->codec);
-    if (widths_hash(sample_bits, plan) != plan->sample_bits_hash_)
+    if (actc__plan_widths_hash(sample_bits, plan) != plan->sample_bits_hash_)
         return actc_set_error(ACTC_ERR_INVALID,
                               "actc_codec_encode (%s): per-sample widths differ from those the plan was made with",
                               plan->codec);
@@ -153,17 +152,17 @@ actc_status actc_codec_encode(const actc_codec_plan *plan, const float *x, const
                                       "actc_codec_encode (%s): element %zu is %g, not an integer in [0, %.0f)",
                                       plan->codec, i, (double)x[i], top);
     }
-    const actc_codec_args a = args_of(plan, sample_bits);
+    const actc_codec_args a = actc__plan_args(plan, sample_bits);
     c->encode(&a, x, plan->numel, dst);
     return ACTC_OK;
 }
 
 actc_status actc_codec_decode(const actc_codec_plan *plan, const void *src, size_t src_bytes, float *dst)
 {
-    const actc_codec *c = plan_codec(plan, "actc_codec_decode", src, src_bytes);
+    const actc_codec *c = actc__plan_codec(plan, "actc_codec_decode", src, src_bytes);
     if (!c) return actc_last_status();
     if (!dst && plan->numel) return actc_set_error(ACTC_ERR_INVALID, "actc_codec_decode (%s): NULL output", plan->codec);
-    const actc_codec_args a = args_of(plan, NULL);
+    const actc_codec_args a = actc__plan_args(plan, NULL);
     c->decode(&a, src, plan->numel, dst);
     return ACTC_OK;
 }
@@ -171,7 +170,7 @@ actc_status actc_codec_decode(const actc_codec_plan *plan, const void *src, size
 actc_status actc_codec_decode_rows(const actc_codec_plan *plan, const void *src, size_t src_bytes, size_t row0,
                                    size_t nrows, float *dst)
 {
-    const actc_codec *c = plan_codec(plan, "actc_codec_decode_rows", src, src_bytes);
+    const actc_codec *c = actc__plan_codec(plan, "actc_codec_decode_rows", src, src_bytes);
     if (!c) return actc_last_status();
     const size_t rows = plan->ndim > 0 ? (size_t)plan->shape[0] : 1;
     if (row0 > rows || nrows > rows - row0)
@@ -179,7 +178,7 @@ actc_status actc_codec_decode_rows(const actc_codec_plan *plan, const void *src,
                               row0, row0 + nrows, rows);
     if (nrows == 0) return ACTC_OK;
     if (!dst) return actc_set_error(ACTC_ERR_INVALID, "actc_codec_decode_rows (%s): NULL output", plan->codec);
-    const actc_codec_args a = args_of(plan, NULL);
+    const actc_codec_args a = actc__plan_args(plan, NULL);
     if (plan->ndim > 0)
         c->decode_rows(&a, src, plan->numel, row0, nrows, dst);
     else

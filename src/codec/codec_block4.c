@@ -56,7 +56,6 @@
 #include <math.h>
 #include <string.h>
 
-#define B4_TAG 0x42344B53ULL /* "B4KS" */
 /* Below this many elements a parallel region costs more than it saves. */
 #define B4_PAR_MIN 32768
 /* Codes staged per tile on the stack (even: tiles start on a byte). */
@@ -95,22 +94,15 @@ static int sign_magnitude(int fmt) { return fmt != ACTC_B4_NF4; }
 /* Rounding tables                                                           */
 /* ------------------------------------------------------------------------ */
 
-/* What the encoder needs of a format, derived from its value table: the
- * levels it rounds to in ascending order (the 8 magnitudes of a
- * sign-magnitude format, else all 16 values) with their codes. */
-typedef struct {
-    int n;              /* levels: 8 or 16                                 */
-    float level[16];    /* ascending                                       */
-    int code[16];       /* code of each level (sign bit excluded)          */
-    float mid[15];      /* (level[k] + level[k+1]) / 2: nearest's bounds   */
-    int step[15];       /* code[k+1] - code[k]: a count of midpoints below
-                           v, each weighted by it, sums to v's code        */
-} b4_levels;
-
-static void levels_of(int fmt, b4_levels *L)
+/* The format's rounding tables (codec_math.h), derived from its values. */
+void actc__block4_levels(int fmt, actc__b4_levels *L)
 {
+    fmt = fmt >= 0 && fmt < B4_NFORMATS ? fmt : ACTC_B4_NF4;
     const float *val = B4_VALUES[fmt];
-    L->n = sign_magnitude(fmt) ? 8 : 16;
+    memset(L, 0, sizeof *L);
+    L->sm = sign_magnitude(fmt);
+    L->n = L->sm ? 8 : 16;
+    memcpy(L->value, val, sizeof L->value);
     for (int k = 0; k < L->n; k++) {
         /* Insertion sort: 16 entries. */
         int j = k;
@@ -131,19 +123,10 @@ static void levels_of(int fmt, b4_levels *L)
 /* Kernels                                                                   */
 /* ------------------------------------------------------------------------ */
 
-/* v = x / absmax with NaN (also 0/0 in an all-zero block) as 0.  A division,
- * not bitsandbytes' multiply by the reciprocal: exact at x = +-absmax and
- * no overflow of 1/absmax for subnormal blocks. */
-B4_INLINE float scaled(float x, float amax)
-{
-    const float v = x / amax;
-    return v == v ? v : 0.0f;
-}
-
 /* Nearest codes of x[0..m): each midpoint below v adds the code step
  * between its two levels.  nm (the midpoints) is a constant, so the inner
  * loop unrolls and the element loop vectorises. */
-B4_INLINE void codes_nearest(const float *restrict x, size_t m, float amax, const b4_levels *L, uint8_t *restrict q,
+B4_INLINE void codes_nearest(const float *restrict x, size_t m, float amax, const actc__b4_levels *L, uint8_t *restrict q,
                              const int sm)
 {
     const int nm = sm ? 7 : 15;
@@ -154,16 +137,7 @@ B4_INLINE void codes_nearest(const float *restrict x, size_t m, float amax, cons
         step[k] = L->step[k];
     }
     const int c0 = L->code[0];
-    for (size_t i = 0; i < m; i++) {
-        const float v = scaled(x[i], amax), a = sm ? fabsf(v) : v;
-        int c = c0;
-        /* (GCC's own unrolling stops short of 15 iterations; without it the
-         * element loop does not vectorise.) */
-#pragma GCC unroll 16
-        for (int k = 0; k < nm; k++) c += a > mid[k] ? step[k] : 0;
-        if (sm) c |= (int)(bw_f32_bits(x[i]) >> 31) << 3;
-        q[i] = (uint8_t)c;
-    }
+    for (size_t i = 0; i < m; i++) q[i] = actc__b4_nearest(x[i], amax, mid, step, c0, sm);
 }
 
 /* Stochastic codes of x[0..m) (m <= B4_TILE), element i drawing from hash
@@ -172,7 +146,7 @@ B4_INLINE void codes_nearest(const float *restrict x, size_t m, float amax, cons
  * quantizer's one-bit stochastic rounding of p picks the upper one.  p is a
  * division, not a multiply by a stored reciprocal: exactly 0 and 1 on the
  * levels, so a value on a level (the absmax itself) never moves. */
-B4_INLINE void codes_stochastic(const float *restrict x, size_t m, float amax, const b4_levels *L, uint32_t h0,
+B4_INLINE void codes_stochastic(const float *restrict x, size_t m, float amax, const actc__b4_levels *L, uint32_t h0,
                                 uint8_t *restrict q, const int sm)
 {
     const int nl = sm ? 8 : 16;
@@ -184,24 +158,7 @@ B4_INLINE void codes_stochastic(const float *restrict x, size_t m, float amax, c
     }
     float p[B4_TILE];
     uint8_t lo[B4_TILE], hi[B4_TILE], up[B4_TILE];
-    for (size_t i = 0; i < m; i++) {
-        const float v = scaled(x[i], amax), a = sm ? fabsf(v) : v;
-        float tl = level[0], th = level[1];
-        int cl = code[0], ch = code[1];
-        /* Level nl - 1 is never the lower one: v = 1 is p = 1 above nl - 2. */
-#pragma GCC unroll 16
-        for (int k = 1; k < nl - 1; k++) {
-            const int c = a >= level[k];
-            tl = c ? level[k] : tl;
-            th = c ? level[k + 1] : th;
-            cl = c ? code[k] : cl;
-            ch = c ? code[k + 1] : ch;
-        }
-        const int s = sm ? (int)(bw_f32_bits(x[i]) >> 31) << 3 : 0;
-        p[i] = (a - tl) / (th - tl);
-        lo[i] = (uint8_t)(cl | s);
-        hi[i] = (uint8_t)(ch | s);
-    }
+    for (size_t i = 0; i < m; i++) p[i] = actc__b4_between(x[i], amax, level, code, sm, &lo[i], &hi[i]);
     /* p is clamped to [0, 1] there (+-inf's p too): p = 1 always rounds up. */
     actc__quant_round(p, m, 1, h0, up);
     for (size_t i = 0; i < m; i++) q[i] = up[i] ? hi[i] : lo[i];
@@ -269,7 +226,7 @@ static b4_view view_of(const actc_codec_args *a, size_t n)
 
 typedef struct {
     b4_view v;
-    b4_levels L;
+    actc__b4_levels L;
     const float *x;
     uint8_t *absmax, *codes; /* the payload's sections */
     uint64_t key;
@@ -284,7 +241,7 @@ B4_INLINE void encode_blocks_body(const b4_encoder *E, size_t b0, size_t b1, con
         const float *x = E->x + s;
         const float amax = bw_absmax_finite(x, len);
         bw_put_f32(E->absmax + 4 * b, amax);
-        const uint32_t seed = E->v.sr ? (uint32_t)actc_rng_key(E->key, b, B4_TAG) : 0u;
+        const uint32_t seed = E->v.sr ? actc__b4_seed(E->key, b) : 0u;
         for (size_t t = 0; t < len; t += B4_TILE) {
             const size_t m = len - t < B4_TILE ? len - t : B4_TILE;
             if (E->v.sr)
@@ -339,7 +296,7 @@ static void b4_encode(const actc_codec_args *a, const float *x, size_t n, void *
     if (!n) return;
     b4_encoder E;
     E.v = view_of(a, n);
-    levels_of(E.v.fmt, &E.L);
+    actc__block4_levels(E.v.fmt, &E.L);
     E.x = x;
     E.absmax = dst;
     E.codes = E.absmax + 4 * E.v.nb;

@@ -141,6 +141,12 @@ const float *actc_dyn8_map(void)
     return g_map;
 }
 
+const float *actc__dyn8_mids(void)
+{
+    pthread_once(&g_map_once, build_map);
+    return g_mid;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Kernels                                                                   */
 /* ------------------------------------------------------------------------ */

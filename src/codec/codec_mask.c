@@ -9,7 +9,7 @@ void actc_mask_pack(const float *x, size_t n, uint8_t *bits)
     for (size_t b = 0; b < nb; b++) {
         size_t base = b * 8, end = base + 8 < n ? base + 8 : n;
         uint8_t v = 0;
-        for (size_t i = base; i < end; i++) v |= (uint8_t)((x[i] > 0.0f) << (i - base));
+        for (size_t i = base; i < end; i++) v |= (uint8_t)(actc__mask_bit(x[i]) << (i - base));
         bits[b] = v;
     }
 }

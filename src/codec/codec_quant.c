@@ -33,7 +33,6 @@
 #include "../core/core.h"
 #include <math.h>
 
-#define QUANT_GROUP_TAG 0x51475250ULL  /* "QGRP" */
 #define QUANT_TENSOR_TAG 0x51544E53ULL /* "QTNS" */
 /* Below this many elements a parallel region costs more than it saves. */
 #define QUANT_PAR_MIN 32768
@@ -204,7 +203,7 @@ typedef struct {
 static void encode_one(void *ctx, const qcursor *c)
 {
     const encode_ctx *e = ctx;
-    actc__quant_encode_group(e->x + c->elem, c->len, c->b, run_seed(e->key, c->gi, QUANT_GROUP_TAG),
+    actc__quant_encode_group(e->x + c->elem, c->len, c->b, actc__quant_group_seed(e->key, c->gi),
                              e->meta + c->gi * ACTC_QUANT_META, e->data + c->off);
 }
 

@@ -29,94 +29,15 @@
 /* Codes of one tile are staged in a stack buffer that stays in L1; a
  * multiple of 8 so tiles start on chunk (byte) boundaries. */
 #define QK_TILE 256
-#define BF16_MAX_BITS 0x7F7Fu /* largest finite bfloat16 */
-
-/* ------------------------------------------------------------------------ */
-/* bf16 rounded outwards                                                     */
-/* ------------------------------------------------------------------------ */
-
-static uint32_t f32_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-static float f32_from_bits(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-/* bf16 >= f for f >= 0 (including +inf), saturated to the largest finite
- * bf16: on non-negative floats the bit pattern is monotone, so rounding up
- * is a ceiling on the top 16 bits. */
-static uint16_t bf16_up_pos(float f)
-{
-    uint32_t h = (f32_bits(f) + 0xFFFFu) >> 16;
-    return (uint16_t)(h > BF16_MAX_BITS ? BF16_MAX_BITS : h);
-}
-
-/* bf16 <= f (toward -inf), magnitude saturated to the largest finite bf16. */
-static uint16_t bf16_down(float f)
-{
-    uint32_t u = f32_bits(f);
-    /* Negative: round the magnitude up; positive: truncate. */
-    uint32_t h = (u & 0x80000000u) ? (u + 0xFFFFu) >> 16 : u >> 16;
-    if ((h & 0x7FFFu) > BF16_MAX_BITS) h = (h & 0x8000u) | BF16_MAX_BITS;
-    return (uint16_t)h;
-}
-
-/* Smallest float >= a - b (a >= b, both finite or a = +inf).  The double
- * difference can itself be rounded when the exponents are far apart (a = 1,
- * b = -1e-30), so recover its error exactly (Knuth's TwoSum) and step up one
- * float when the rounding went below the true value. */
-static float diff_up(float a, float b)
-{
-    double x = a, y = -(double)b;
-    double s = x + y, yy = s - x, err = (x - (s - yy)) + (y - yy);
-    float f = (float)s;
-    if ((double)f < s || ((double)f == s && err > 0)) f = f32_from_bits(f32_bits(f) + 1u);
-    return f;
-}
-
-QK_INLINE void meta_of(float mn, float mx, int bits, uint8_t meta[ACTC_QUANT_META])
-{
-    uint16_t zb = 0, rb = 0;
-    if (mn <= mx) {
-        zb = bf16_down(mn);
-        float z = actc__bf16_to_f32(zb);
-        rb = bf16_up_pos(diff_up(mx, z));
-        /* A range below B / FLT_MAX would make the scale B / R overflow;
-         * widen it to the smallest range whose scale is finite.  The pair
-         * still covers the group and the codes stay unbiased. */
-        const float B = (float)((1 << bits) - 1);
-        const float rmin = (float)((double)B / FLT_MAX * (1.0 + 1e-6));
-        if (rb != 0 && actc__bf16_to_f32(rb) < rmin) rb = bf16_up_pos(rmin);
-    }
-    meta[0] = (uint8_t)zb;
-    meta[1] = (uint8_t)(zb >> 8);
-    meta[2] = (uint8_t)rb;
-    meta[3] = (uint8_t)(rb >> 8);
-}
 
 void actc__quant_meta(float mn, float mx, int bits, uint8_t meta[ACTC_QUANT_META])
 {
-    meta_of(mn, mx, actc__quant_clamp_bits(bits), meta);
-}
-
-QK_INLINE actc__qparams params_of(const uint8_t meta[ACTC_QUANT_META], int bits)
-{
-    const float z = actc__bf16_to_f32((uint16_t)(meta[0] | meta[1] << 8));
-    const float r = actc__bf16_to_f32((uint16_t)(meta[2] | meta[3] << 8));
-    const float B = (float)((1 << bits) - 1);
-    actc__qparams p = {z, r > 0.0f ? B / r : 0.0f, r / B, bits};
-    return p;
+    actc__quant_meta_of(mn, mx, actc__quant_clamp_bits(bits), meta);
 }
 
 actc__qparams actc__quant_params(const uint8_t meta[ACTC_QUANT_META], int bits)
 {
-    return params_of(meta, actc__quant_clamp_bits(bits));
+    return actc__quant_params_of(meta, actc__quant_clamp_bits(bits));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -126,7 +47,7 @@ actc__qparams actc__quant_params(const uint8_t meta[ACTC_QUANT_META], int bits)
 /* 32 independent lanes: four vector registers' worth of dependency chains,
  * so the loop runs at load speed rather than at min/max latency.  The
  * comparisons are written so a NaN never replaces a lane value. */
-#define QK_LANES 32
+#define QK_LANES ACTC_QUANT_LANES
 QK_INLINE void minmax_body(const float *x, size_t n, float *pmn, float *pmx)
 {
     float mn[QK_LANES], mx[QK_LANES];
@@ -137,20 +58,13 @@ QK_INLINE void minmax_body(const float *x, size_t n, float *pmn, float *pmx)
     size_t i = 0;
     for (; i + QK_LANES <= n; i += QK_LANES)
         for (int j = 0; j < QK_LANES; j++) {
-            const float v = x[i + j];
-            mn[j] = v < mn[j] ? v : mn[j];
-            mx[j] = v > mx[j] ? v : mx[j];
+            actc__minmax_step(x[i + j], &mn[j], &mx[j]);
         }
-    for (; i < n; i++) {
-        const float v = x[i];
-        mn[0] = v < mn[0] ? v : mn[0];
-        mx[0] = v > mx[0] ? v : mx[0];
-    }
+    for (; i < n; i++) actc__minmax_step(x[i], &mn[0], &mx[0]);
     /* Halving steps, each a vector operation, not 31 scalar ones. */
     for (int w = QK_LANES / 2; w > 0; w /= 2)
         for (int j = 0; j < w; j++) {
-            mn[j] = mn[j + w] < mn[j] ? mn[j + w] : mn[j];
-            mx[j] = mx[j + w] > mx[j] ? mx[j + w] : mx[j];
+            actc__minmax_merge(mn[j + w], mx[j + w], &mn[j], &mx[j]);
         }
     *pmn = mn[0];
     *pmx = mx[0];
@@ -165,89 +79,27 @@ QK_CLONES void actc__quant_minmax(const float *x, size_t n, float *mn, float *mx
 /* Quantize / dequantize one tile (byte codes)                               */
 /* ------------------------------------------------------------------------ */
 
-/* lowbias32 (C. Wellons' hash prospector): a 32-bit bijection with good
- * avalanche, two multiplies, vectorisable. */
-QK_INLINE uint32_t hash32(uint32_t x)
-{
-    x ^= x >> 16;
-    x *= 0x7FEB352Du;
-    x ^= x >> 15;
-    x *= 0x846CA68Bu;
-    x ^= x >> 16;
-    return x;
-}
-
-/* The code of one element from its scaled value u = (x - Z) * B / R and
- * its hash input h (the run's seed + the element's index in the run): u
- * clamped to [0, B], code = floor(u + r) for a 24-bit uniform r in [0, 1),
- * i.e. floor(u) + 1 with probability frac(u).  (Adding r to u in float
- * rounds away r's bits below u's ulp; that shifts the probability by at most
- * 2^-17, far below the noise of the rounding itself.)  u + r can round up to
- * B + 1 at u = B, hence the final clamp.
- *
- * The clamps work on integers: GCC will not if-convert a float compare
- * against a constant under the default -ftrapping-math, and the loop would
- * not vectorise.  As signed integers, the bit patterns of non-negative floats
- * are ordered like the values, and negative floats (and -NaN) are negative,
- * so they clamp to 0; a +NaN clamps to B. */
-QK_INLINE uint8_t round_code(float u, uint32_t h, int32_t B, int32_t top)
-{
-    int32_t ub = (int32_t)f32_bits(u);
-    ub = ub > 0 ? ub : 0;
-    ub = ub < top ? ub : top;
-    const float r = (float)(int32_t)(hash32(h) >> 8) * 0x1p-24f;
-    const int32_t c = (int32_t)(f32_from_bits((uint32_t)ub) + r);
-    return (uint8_t)(c < B ? c : B);
-}
-
 /* Codes of x[0..n) (n <= QK_TILE), run indices i0 + i. */
 QK_INLINE void quantize_tile(const float *restrict x, size_t n, const actc__qparams p, uint32_t seed,
                              uint32_t i0, uint8_t *restrict q, const int b)
 {
     const float z = p.z, scale = p.scale;
-    const int32_t B = (1 << b) - 1, top = (int32_t)f32_bits((float)B);
+    const int32_t B = (1 << b) - 1, top = (int32_t)actc__float_bits((float)B);
     const uint32_t base = seed + i0;
     /* 32-bit counter: a size_t one makes the vectorised hash input a
      * 64-bit induction variable, narrowed with shuffles on every vector. */
-    for (uint32_t i = 0; i < (uint32_t)n; i++) q[i] = round_code((x[i] - z) * scale, base + i, B, top);
+    for (uint32_t i = 0; i < (uint32_t)n; i++) q[i] = actc__quant_round_code(actc__quant_scaled(x[i], z, scale), base + i, B, top);
 }
 
 QK_INLINE void dequantize_tile(const uint8_t *q, size_t n, const actc__qparams p, float *out)
 {
     const float z = p.z, step = p.step;
-    for (size_t i = 0; i < n; i++) out[i] = z + (float)q[i] * step;
+    for (size_t i = 0; i < n; i++) out[i] = actc__quant_value(q[i], z, step);
 }
 
 /* ------------------------------------------------------------------------ */
 /* Bit packing: 8 byte codes <-> b bytes                                     */
 /* ------------------------------------------------------------------------ */
-
-/* v repeated in every lane of `lane` bits. */
-QK_INLINE uint64_t rep(uint64_t v, int lane)
-{
-    uint64_t r = 0;
-    for (int s = 0; s < 64; s += lane) r |= v << s;
-    return r;
-}
-QK_INLINE uint64_t low_mask(int k) { return k >= 64 ? ~0ull : (1ull << k) - 1; }
-
-/* Eight codes of b bits in the bytes of w -> one 8b-bit field, code k at bit
- * k*b: merge neighbouring lanes three times (8 -> 16 -> 32 -> 64 bits). */
-QK_INLINE uint64_t squeeze(uint64_t w, const int b)
-{
-    w = (w & rep(low_mask(b), 16)) | ((w >> (8 - b)) & rep(low_mask(b) << b, 16));
-    w = (w & rep(low_mask(2 * b), 32)) | ((w >> (16 - 2 * b)) & rep(low_mask(2 * b) << (2 * b), 32));
-    w = (w & low_mask(4 * b)) | ((w >> (32 - 4 * b)) & (low_mask(4 * b) << (4 * b)));
-    return w;
-}
-/* The inverse of squeeze. */
-QK_INLINE uint64_t spread(uint64_t w, const int b)
-{
-    w = (w & low_mask(4 * b)) | ((w << (32 - 4 * b)) & (low_mask(4 * b) << 32));
-    w = (w & rep(low_mask(2 * b), 32)) | ((w << (16 - 2 * b)) & rep(low_mask(2 * b) << 16, 32));
-    w = (w & rep(low_mask(b), 16)) | ((w << (8 - b)) & rep(low_mask(b) << 8, 16));
-    return w;
-}
 
 /* Little-endian byte order of the stream, whatever the host's. */
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
@@ -305,7 +157,7 @@ QK_INLINE uint64_t load_le(const uint8_t *p, size_t nbytes)
     QK_INLINE void unpack_bytes_##e(const uint8_t *restrict in, size_t nbytes, uint8_t *restrict q) \
     {                                                                                                \
         const int b = 8 / (e);                                                                       \
-        const word mask = (word)rep(low_mask(b), 8);                                                 \
+        const word mask = (word)actc__rep64(actc__low_mask(b), 8);                                                 \
         for (size_t k = 0; k < nbytes; k++) {                                                        \
             word w = in[k];                                                                          \
             for (int s = 1; s < (e); s *= 2) w |= (word)(w << ((8 - b) * s));                        \
@@ -321,8 +173,8 @@ QK_BYTEWISE(2, uint16_t, QK_LE16) /* b = 4 */
 /* Output byte m of a chunk as the OR of the (parts of) codes that overlap
  * it; with b constant every shift folds, and the loop over chunks
  * vectorises (8-byte load groups, b-byte store groups).  Faster than
- * squeeze() at b = 3 with AVX2 or AVX-512; at 5..7 GCC does not vectorise
- * it and squeeze() wins. */
+ * actc__squeeze8() at b = 3 with AVX2 or AVX-512; at 5..7 GCC does not vectorise
+ * it and actc__squeeze8() wins. */
 QK_INLINE void pack_bytes_odd(const uint8_t *restrict q, size_t full, uint8_t *restrict out, const int b)
 {
     for (size_t c = 0; c < full; c++) {
@@ -364,15 +216,15 @@ QK_INLINE void pack_codes(const uint8_t *q, size_t n, uint8_t *out, const int b)
          * this call's output (the excess bytes are zeros that the next chunk
          * overwrites), then exactly b bytes. */
         const size_t wide = word_chunks(n, b, full);
-        for (size_t c = 0; c < wide; c++) store_le(out + c * b, squeeze(load_le(q + 8 * c, 8), b), 8);
-        for (size_t c = wide; c < full; c++) store_le(out + c * b, squeeze(load_le(q + 8 * c, 8), b), (size_t)b);
+        for (size_t c = 0; c < wide; c++) store_le(out + c * b, actc__squeeze8(load_le(q + 8 * c, 8), b), 8);
+        for (size_t c = wide; c < full; c++) store_le(out + c * b, actc__squeeze8(load_le(q + 8 * c, 8), b), (size_t)b);
     }
     }
     const size_t rest = n % 8;
     if (rest) {
         uint8_t tmp[8] = {0};
         memcpy(tmp, q + 8 * full, rest);
-        store_le(out + full * b, squeeze(load_le(tmp, 8), b), actc__quant_run_bytes(rest, b));
+        store_le(out + full * b, actc__squeeze8(load_le(tmp, 8), b), actc__quant_run_bytes(rest, b));
     }
 }
 
@@ -389,14 +241,14 @@ QK_INLINE void unpack_codes(const uint8_t *in, size_t n, uint8_t *q, const int b
         /* As in pack_codes: whole-word loads while they stay inside this
          * call's input (spread ignores the bits above 8b). */
         const size_t wide = word_chunks(n, b, full);
-        for (size_t c = 0; c < wide; c++) store_le(q + 8 * c, spread(load_le(in + c * b, 8), b), 8);
-        for (size_t c = wide; c < full; c++) store_le(q + 8 * c, spread(load_le(in + c * b, (size_t)b), b), 8);
+        for (size_t c = 0; c < wide; c++) store_le(q + 8 * c, actc__spread8(load_le(in + c * b, 8), b), 8);
+        for (size_t c = wide; c < full; c++) store_le(q + 8 * c, actc__spread8(load_le(in + c * b, (size_t)b), b), 8);
     }
     }
     const size_t rest = n % 8;
     if (rest) {
         uint8_t tmp[8];
-        store_le(tmp, spread(load_le(in + full * b, actc__quant_run_bytes(rest, b)), b), 8);
+        store_le(tmp, actc__spread8(load_le(in + full * b, actc__quant_run_bytes(rest, b)), b), 8);
         memcpy(q + 8 * full, tmp, rest);
     }
 }
@@ -497,22 +349,22 @@ void actc__quant_meta_runs(const float *mn, const float *mx, size_t n, int bits,
 {
     bits = actc__quant_clamp_bits(bits);
     for (size_t r = 0; r < n; r++) {
-        meta_of(mn[r], mx[r], bits, metas + r * ACTC_QUANT_META);
-        p[r] = params_of(metas + r * ACTC_QUANT_META, bits);
+        actc__quant_meta_of(mn[r], mx[r], bits, metas + r * ACTC_QUANT_META);
+        p[r] = actc__quant_params_of(metas + r * ACTC_QUANT_META, bits);
     }
 }
 
 void actc__quant_params_runs(const uint8_t *metas, size_t n, int bits, actc__qparams *p)
 {
     bits = actc__quant_clamp_bits(bits);
-    for (size_t r = 0; r < n; r++) p[r] = params_of(metas + r * ACTC_QUANT_META, bits);
+    for (size_t r = 0; r < n; r++) p[r] = actc__quant_params_of(metas + r * ACTC_QUANT_META, bits);
 }
 
 QK_CLONES void actc__quant_round(const float *u, size_t n, int bits, uint32_t h0, uint8_t *q)
 {
     bits = actc__quant_clamp_bits(bits);
-    const int32_t B = (1 << bits) - 1, top = (int32_t)f32_bits((float)B);
-    for (uint32_t i = 0; i < (uint32_t)n; i++) q[i] = round_code(u[i], h0 + i, B, top);
+    const int32_t B = (1 << bits) - 1, top = (int32_t)actc__float_bits((float)B);
+    for (uint32_t i = 0; i < (uint32_t)n; i++) q[i] = actc__quant_round_code(u[i], h0 + i, B, top);
 }
 
 /* Runs of whole bytes (len * bits a multiple of 8) follow each other in the
@@ -552,8 +404,8 @@ QK_CLONES void actc__quant_encode_runs(const float *x, size_t nruns, size_t len,
         uint8_t *meta = metas + r * ACTC_QUANT_META;                                                 \
         float mn, mx;                                                                                \
         minmax_body(xr, len, &mn, &mx);                                                              \
-        meta_of(mn, mx, B, meta);                                                                    \
-        pack_run(xr, len, params_of(meta, B), seeds[r], out + r * stride, B);                        \
+        actc__quant_meta_of(mn, mx, B, meta);                                                                    \
+        pack_run(xr, len, actc__quant_params_of(meta, B), seeds[r], out + r * stride, B);                        \
     }
     QK_DISPATCH(bits, QK_RUNS)
 #undef QK_RUNS
@@ -566,7 +418,7 @@ QK_CLONES void actc__quant_decode_runs(const uint8_t *in, size_t nruns, size_t l
     const size_t stride = actc__quant_run_bytes(len, bits);
 #define QK_RUNS(B)                                                                                   \
     for (size_t r = 0; r < nruns; r++)                                                               \
-        unpack_run(in + r * stride, len, params_of(metas + r * ACTC_QUANT_META, B), out + r * len, B);
+        unpack_run(in + r * stride, len, actc__quant_params_of(metas + r * ACTC_QUANT_META, B), out + r * len, B);
     QK_DISPATCH(bits, QK_RUNS)
 #undef QK_RUNS
 }

@@ -17,27 +17,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "../core/core.h"
+#include "codec_math.h" /* the arithmetic, shared with the CUDA codecs */
 
 /* Kernels are compiled once per x86 ISA level (core.h). */
 #define QK_CLONES ACTC_ISA_CLONES
-
-#define ACTC_QUANT_META 4 /* bytes of meta per group */
-
-/* Bytes of a run of n codes at b bits. */
-static inline size_t actc__quant_run_bytes(size_t n, int b) { return (n * (size_t)b + 7) / 8; }
-
-/* Bits clamped to the supported 1..8 (policies validate; this keeps a bad
- * value from ever indexing out of range). */
-static inline int actc__quant_clamp_bits(int b) { return b < 1 ? 1 : b > 8 ? 8 : b; }
-
-/* What the encoder and decoder of a run need, derived from the stored meta
- * only, so both sides use the rounded Z and R. */
-typedef struct {
-    float z;     /* zero point                              */
-    float scale; /* B / R: value offset -> code units (0 if R == 0) */
-    float step;  /* R / B: code units -> value offset       */
-    int bits;
-} actc__qparams;
 
 /* Meta of a run with raw minimum mn and maximum mx (NaNs excluded; mn > mx
  * means no finite value): Z = mn rounded down to bf16, R = mx - Z rounded up,

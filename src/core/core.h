@@ -2,6 +2,7 @@
 #ifndef ACTC_CORE_H
 #define ACTC_CORE_H
 #include "actc.h"
+#include "hostdev.h" /* bf16 conversions, rng keys: shared with the CUDA codecs */
 
 /* The process-wide settings (settings.c): one object the public setters
  * write (actc_set_threads, actc_set_deterministic, actc_set_gemm_backend,
@@ -113,20 +114,6 @@ void actc__zero_floats(float *dst, size_t n);
 void actc__repeat_row(float *dst, const float *row, size_t rows, size_t width);
 /* Minimum of two sizes. */
 static inline size_t actc__min_sz(size_t a, size_t b) { return a < b ? a : b; }
-
-/* bf16 conversion with round-to-nearest-even (NaN kept quiet). */
-static inline uint16_t actc__f32_to_bf16(float f)
-{
-    union { float f; uint32_t u; } v = {f};
-    if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40u);
-    uint32_t rounding = 0x7fffu + ((v.u >> 16) & 1u);
-    return (uint16_t)((v.u + rounding) >> 16);
-}
-static inline float actc__bf16_to_f32(uint16_t h)
-{
-    union { uint32_t u; float f; } v = {(uint32_t)h << 16};
-    return v.f;
-}
 
 /* ---- little-endian serialisation (bytes.c) ---- */
 /* A writer: bytes append to a growable buffer (zero-initialise it; free

@@ -36,6 +36,7 @@ const char *actc_status_name(actc_status s)
     case ACTC_ERR_NUMERIC: return "ACTC_ERR_NUMERIC";
     case ACTC_ERR_STATE: return "ACTC_ERR_STATE";
     case ACTC_ERR_COMM: return "ACTC_ERR_COMM";
+    case ACTC_ERR_DEVICE: return "ACTC_ERR_DEVICE";
     }
     return "ACTC_ERR_UNKNOWN";
 }

@@ -44,18 +44,7 @@ float actc_rand_normal(uint64_t key, uint64_t i)
     return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
 
-static uint64_t splitmix64(uint64_t x)
-{
-    x += 0x9E3779B97F4A7C15ULL;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-    return x ^ (x >> 31);
-}
-
-uint64_t actc_rng_key(uint64_t a, uint64_t b, uint64_t c)
-{
-    return splitmix64(splitmix64(splitmix64(a) ^ b) ^ c);
-}
+uint64_t actc_rng_key(uint64_t a, uint64_t b, uint64_t c) { return actc__rng_key(a, b, c); }
 
 uint64_t actc_hash_bytes(uint64_t h, const void *data, size_t n)
 {

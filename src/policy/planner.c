@@ -104,8 +104,8 @@ static actc_status query_tensor(const actc_save_query *q, actc_tensor *t)
         t->shape[i] = q->shape[i];
         t->numel *= (size_t)q->shape[i];
     }
-    if (!q->data) return actc_set_error(ACTC_ERR_INVALID, "actc_planner_plan: NULL data");
-    t->data = (float *)q->data; /* read only: policies size bits from the values */
+    /* Read only, and only by the host: a device tensor's is NULL here. */
+    t->data = (float *)q->data;
     return ACTC_OK;
 }
 
@@ -123,6 +123,7 @@ actc_status actc_planner_plan(actc_planner *p, const actc_save_query *q, actc_co
     d.op = "save";
     d.scope = scope;
     d.save_index = q->index;
+    d.range_sq = q->sample_range_sq;
     d.node_index = -1;
     d.stable_key = save_key(scope, q->index);
     d.kind = ACTC_SAVE_ACT;

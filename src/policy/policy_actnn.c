@@ -136,7 +136,15 @@ static actc_status actnn_choose(actc_policy *p, const actc_save_desc *d, const a
     l->D = D;
     l->scale = op_scale(d);
     l->fixed = d->role->role == ACTC_ROLE_NORM_IN;
-    actc_quant_range_sq(t->data, N, D, ACTC_QUANT_GROUP, l->range_sq);
+    if (d->range_sq)
+        memcpy(l->range_sq, d->range_sq, (size_t)N * sizeof *l->range_sq);
+    else if (t->data)
+        actc_quant_range_sq(t->data, N, D, ACTC_QUANT_GROUP, l->range_sq);
+    else
+        return actc_set_error(ACTC_ERR_INVALID,
+                              "%s: ActNN sizes per-sample widths from the values: give the planner the data or "
+                              "sample_range_sq",
+                              d->op);
     /* Within one layer g^(l) is common to all samples: ||R_n||^2 decides. */
     actc_status st = actc__alloc_bits_greedy(N, l->range_sq, NULL, 1, ACTNN_MAX_BITS, l->bits * N, l->sbits);
     if (st != ACTC_OK) return st;

@@ -1,0 +1,214 @@
+/* The CUDA codecs' public entry points (actc.h, "Codecs on CUDA device
+ * memory"): every check happens here, on the host, before anything is
+ * queued; the kernels (cuda/codec_cuda.cu) run the codec layer's shared
+ * arithmetic.  Built only with ACTC_WITH_CUDA (codec_cuda_off.c otherwise). */
+#include "codec.h"
+#include "cuda/codec_cuda.h"
+#include "../core/core.h"
+#include <cuda_runtime_api.h>
+#include <stdlib.h>
+#include <string.h>
+
+int actc_cuda_built(void) { return 1; }
+
+static actc_status cuda_error(cudaError_t e, const char *fn, const char *what)
+{
+    return actc_set_error(ACTC_ERR_DEVICE, "%s: %s: %s (%s)", fn, what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+int actc_cuda_device_count(void)
+{
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        cudaGetLastError(); /* not sticky: a later call may succeed */
+        cuda_error(e, "actc_cuda_device_count", "no CUDA device");
+        return 0;
+    }
+    return n;
+}
+
+static size_t dtype_size(actc_dtype dt) { return dt == ACTC_FLOAT32 ? 4 : 2; }
+
+/* The device p lives on, or -1 with the error set (host or unknown memory). */
+static int device_of(const void *p, const char *fn, const char *what, const actc_codec_plan *plan)
+{
+    struct cudaPointerAttributes at;
+    const cudaError_t e = cudaPointerGetAttributes(&at, p);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        cuda_error(e, fn, what);
+        return -1;
+    }
+    if (at.type != cudaMemoryTypeDevice && at.type != cudaMemoryTypeManaged) {
+        actc_set_error(ACTC_ERR_INVALID, "%s (%s): the %s is not device memory (a CPU tensor? encode it with actc_codec_encode)",
+                       fn, plan->codec, what);
+        return -1;
+    }
+    return at.device;
+}
+
+/* The stream's device, or -1 with the error set. */
+static int stream_device(void *stream, const char *fn)
+{
+    int dev = -1;
+    cudaError_t e = stream ? cudaStreamGetDevice((cudaStream_t)stream, &dev) : cudaGetDevice(&dev);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        cuda_error(e, fn, "the stream's device");
+        return -1;
+    }
+    return dev;
+}
+
+/* Which kernels the plan's codec has (0: none). */
+enum { K_NONE, K_FP32, K_BF16, K_MASK, K_QUANT, K_BLOCK4, K_DYN8 };
+static int kernels_of(const actc_codec *c)
+{
+    if (c == &actc_codec_fp32) return K_FP32;
+    if (c == &actc_codec_bf16) return K_BF16;
+    if (c == &actc_codec_mask1) return K_MASK;
+    if (c == &actc_codec_quant) return K_QUANT;
+    if (c == &actc_codec_block4) return K_BLOCK4;
+    if (c == &actc_codec_dyn8) return K_DYN8;
+    return K_NONE;
+}
+
+/* Every check common to encode and decode: the plan and its payload buffer,
+ * the codec's kernels, the dtype, both pointers on the stream's device and
+ * aligned.  Returns the kernel kind, or K_NONE with the error set. */
+static int check_call(const char *fn, const actc_codec_plan *plan, const void *tensor, actc_dtype dt,
+                      const void *payload, size_t payload_bytes, void *stream, int *device)
+{
+    const actc_codec *c = actc__plan_codec(plan, fn, payload, payload_bytes);
+    if (!c) return K_NONE;
+    const int k = kernels_of(c);
+    if (k == K_NONE) {
+        actc_set_error(ACTC_ERR_INVALID,
+                       "%s: codec '%s' has no CUDA kernels (those with: fp32, bf16, mask, quant:B[,group=G], nf4, "
+                       "fp4-bnb, fp4-e2m1, dyn8); run it on the CPU (actc_codec_encode)",
+                       fn, plan->codec);
+        return K_NONE;
+    }
+    if (dt != ACTC_FLOAT32 && dt != ACTC_BFLOAT16 && dt != ACTC_FLOAT16) {
+        actc_set_error(ACTC_ERR_INVALID, "%s (%s): dtype %d is not ACTC_FLOAT32, ACTC_BFLOAT16 or ACTC_FLOAT16", fn,
+                       plan->codec, (int)dt);
+        return K_NONE;
+    }
+    if (plan->numel == 0) return k; /* nothing to touch */
+    if (!tensor) {
+        actc_set_error(ACTC_ERR_INVALID, "%s (%s): NULL tensor", fn, plan->codec);
+        return K_NONE;
+    }
+    if ((uintptr_t)tensor % dtype_size(dt) || (uintptr_t)payload % 16) {
+        actc_set_error(ACTC_ERR_INVALID,
+                       "%s (%s): misaligned buffer (tensor at %p needs %zu-byte alignment, payload at %p 16-byte)", fn,
+                       plan->codec, tensor, dtype_size(dt), payload);
+        return K_NONE;
+    }
+    const int sd = stream_device(stream, fn);
+    if (sd < 0) return K_NONE;
+    const int td = device_of(tensor, fn, "tensor", plan);
+    if (td < 0) return K_NONE;
+    const int pd = device_of(payload, fn, "payload", plan);
+    if (pd < 0) return K_NONE;
+    if (td != sd || pd != sd) {
+        actc_set_error(ACTC_ERR_INVALID, "%s (%s): the tensor is on device %d, the payload on %d, the stream on %d", fn,
+                       plan->codec, td, pd, sd);
+        return K_NONE;
+    }
+    *device = sd;
+    return k;
+}
+
+/* Runs the launch on the stream's device (the caller's current device is
+ * restored), and turns a CUDA error into ACTC_ERR_DEVICE. */
+#define ON_DEVICE(fn, device, launch)                                                                  \
+    do {                                                                                               \
+        int prev_ = -1;                                                                                \
+        cudaGetDevice(&prev_);                                                                         \
+        if (prev_ != (device)) cudaSetDevice(device);                                                  \
+        const cudaError_t e_ = (cudaError_t)(launch);                                                  \
+        if (prev_ >= 0 && prev_ != (device)) cudaSetDevice(prev_);                                     \
+        if (e_ != cudaSuccess) return cuda_error(e_, fn, "kernel launch");                             \
+    } while (0)
+
+actc_status actc_cuda_encode(const actc_codec_plan *plan, const void *x, actc_dtype dtype,
+                             const uint8_t *sample_bits, void *dst, size_t dst_bytes, void *stream)
+{
+    const char *fn = "actc_cuda_encode";
+    int dev = -1;
+    const int k = check_call(fn, plan, x, dtype, dst, dst_bytes, stream, &dev);
+    if (k == K_NONE) return actc_last_status();
+    if (actc__plan_widths_hash(sample_bits, plan) != plan->sample_bits_hash_)
+        return actc_set_error(ACTC_ERR_INVALID, "%s (%s): per-sample widths differ from those the plan was made with",
+                              fn, plan->codec);
+    if (plan->numel == 0) return ACTC_OK;
+    uint8_t *out = dst;
+    const int dt = (int)dtype;
+    switch (k) {
+    case K_FP32: ON_DEVICE(fn, dev, actc__cu_fp32_encode(x, dt, plan->numel, out, stream)); break;
+    case K_BF16: ON_DEVICE(fn, dev, actc__cu_bf16_encode(x, dt, plan->numel, out, stream)); break;
+    case K_MASK: ON_DEVICE(fn, dev, actc__cu_mask_encode(x, dt, plan->numel, out, stream)); break;
+    case K_BLOCK4: {
+        const actc__cu_block4 b = actc__cu_block4_of(plan);
+        ON_DEVICE(fn, dev, actc__cu_block4_encode(x, dt, &b, out, stream));
+        break;
+    }
+    case K_DYN8: {
+        const actc__cu_dyn8 d = actc__cu_dyn8_of(plan);
+        ON_DEVICE(fn, dev, actc__cu_dyn8_encode(x, dt, &d, out, stream));
+        break;
+    }
+    default: {
+        const actc__cu_quant q = actc__cu_quant_of(plan);
+        if (q.mixed) {
+            /* The widths go into the payload first (clamped, as the CPU
+             * writes them); the kernel reads them from there.  A pageable
+             * source is staged before cudaMemcpyAsync returns. */
+            uint8_t *w = malloc(q.N ? q.N : 1);
+            if (!w) return actc_set_error(ACTC_ERR_OOM, "%s (%s): %zu bytes of widths", fn, plan->codec, q.N);
+            for (size_t s = 0; s < q.N; s++)
+                w[s] = (uint8_t)actc__quant_clamp_bits(sample_bits ? sample_bits[s] : q.bits);
+            cudaError_t e = cudaMemcpyAsync(out + q.N * q.gps * ACTC_QUANT_META, w, q.N, cudaMemcpyHostToDevice,
+                                            (cudaStream_t)stream);
+            free(w);
+            if (e != cudaSuccess) return cuda_error(e, fn, "copying the per-sample widths");
+        }
+        ON_DEVICE(fn, dev, actc__cu_quant_encode(x, dt, &q, out, stream));
+    }
+    }
+    return ACTC_OK;
+}
+
+actc_status actc_cuda_decode(const actc_codec_plan *plan, const void *src, size_t src_bytes, void *dst,
+                             actc_dtype dtype, void *stream)
+{
+    const char *fn = "actc_cuda_decode";
+    int dev = -1;
+    const int k = check_call(fn, plan, dst, dtype, src, src_bytes, stream, &dev);
+    if (k == K_NONE) return actc_last_status();
+    if (plan->numel == 0) return ACTC_OK;
+    const uint8_t *in = src;
+    const int dt = (int)dtype;
+    switch (k) {
+    case K_FP32: ON_DEVICE(fn, dev, actc__cu_fp32_decode(in, plan->numel, dst, dt, stream)); break;
+    case K_BF16: ON_DEVICE(fn, dev, actc__cu_bf16_decode(in, plan->numel, dst, dt, stream)); break;
+    case K_MASK: ON_DEVICE(fn, dev, actc__cu_mask_decode(in, plan->numel, dst, dt, stream)); break;
+    case K_BLOCK4: {
+        const actc__cu_block4 b = actc__cu_block4_of(plan);
+        ON_DEVICE(fn, dev, actc__cu_block4_decode(in, &b, dst, dt, stream));
+        break;
+    }
+    case K_DYN8: {
+        const actc__cu_dyn8 d = actc__cu_dyn8_of(plan);
+        ON_DEVICE(fn, dev, actc__cu_dyn8_decode(in, &d, dst, dt, stream));
+        break;
+    }
+    default: {
+        const actc__cu_quant q = actc__cu_quant_of(plan);
+        ON_DEVICE(fn, dev, actc__cu_quant_decode(in, &q, dst, dt, stream));
+    }
+    }
+    return ACTC_OK;
+}

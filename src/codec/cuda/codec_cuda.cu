@@ -1,0 +1,382 @@
+/* The codecs' kernels on NVIDIA GPUs.  Every rounding rule, meta, table
+ * lookup and seed comes from ../codec_math.h, which the CPU codecs use too;
+ * this file only distributes the work and reproduces the CPU's order where
+ * order matters (the min/max lanes of a quantizer group), so the payloads
+ * are byte for byte the CPU's.  Built with -fmad=false (CMakeLists.txt):
+ * nvcc would otherwise fuse the decoders' z + code * step into an FMA,
+ * which rounds once where the CPU rounds twice.
+ *
+ * Work units: one warp per quantizer group or block-wise block (the warp
+ * reduces the group's min/max or absmax with shuffles, then each lane
+ * encodes whole 8-element chunks or 2-element code bytes), one thread per
+ * element or code byte for the element-wise codecs.  Every kernel walks its
+ * units in a grid-stride loop, so any size fits the grid. */
+#include "codec_cuda.h"
+#include <cuda_runtime.h>
+
+#define WARP 32
+#define FULL_MASK 0xFFFFFFFFu
+#define THREADS 256 /* per CUDA block: 8 warps */
+#define MAX_BLOCKS (1u << 20)
+
+/* ------------------------------------------------------------------------ */
+/* Element access: the caller's dtype (actc_dtype) to and from float, by     */
+/* hostdev.h's conversions (exact widening; rounding to nearest even)        */
+/* ------------------------------------------------------------------------ */
+
+template <int DT> __device__ __forceinline__ float ld(const void *x, size_t i)
+{
+    if (DT == 1) return actc__bf16_to_f32(((const uint16_t *)x)[i]);
+    if (DT == 2) return actc__f16_to_f32(((const uint16_t *)x)[i]);
+    return ((const float *)x)[i];
+}
+
+template <int DT> __device__ __forceinline__ void st(void *y, size_t i, float v)
+{
+    if (DT == 1)
+        ((uint16_t *)y)[i] = actc__f32_to_bf16(v);
+    else if (DT == 2)
+        ((uint16_t *)y)[i] = actc__f32_to_f16(v);
+    else
+        ((float *)y)[i] = v;
+}
+
+/* The launch of kernel K<dt> (dt 0..2: float32, bfloat16, float16). */
+#define LAUNCH_DT(dt, K, grid, stream, ...)                                                            \
+    do {                                                                                               \
+        cudaStream_t s_ = (cudaStream_t)(stream);                                                      \
+        switch (dt) {                                                                                  \
+        case 0: K<0><<<(grid), THREADS, 0, s_>>>(__VA_ARGS__); break;                                 \
+        case 1: K<1><<<(grid), THREADS, 0, s_>>>(__VA_ARGS__); break;                                 \
+        case 2: K<2><<<(grid), THREADS, 0, s_>>>(__VA_ARGS__); break;                                 \
+        default: return (int)cudaErrorInvalidValue;                                                    \
+        }                                                                                              \
+    } while (0)
+
+static unsigned grid_of(size_t units, size_t per_block)
+{
+    const size_t g = (units + per_block - 1) / per_block;
+    return g == 0 ? 1u : g > MAX_BLOCKS ? MAX_BLOCKS : (unsigned)g;
+}
+/* Grids of warps (one unit each) and of threads. */
+static unsigned warp_grid(size_t units) { return grid_of(units, THREADS / WARP); }
+static unsigned thread_grid(size_t units) { return grid_of(units, THREADS); }
+
+#define WARP_LOOP(u, units)                                                                            \
+    const int lane = (int)(threadIdx.x % WARP);                                                        \
+    const size_t nwarps_ = (size_t)gridDim.x * (THREADS / WARP);                                       \
+    for (size_t u = (size_t)blockIdx.x * (THREADS / WARP) + threadIdx.x / WARP; u < (units); u += nwarps_)
+#define THREAD_LOOP(i, units)                                                                          \
+    for (size_t i = (size_t)blockIdx.x * THREADS + threadIdx.x; i < (units); i += (size_t)gridDim.x * THREADS)
+
+__device__ __forceinline__ void put_le32(uint8_t *p, uint32_t u)
+{
+    for (int k = 0; k < 4; k++) p[k] = (uint8_t)(u >> (8 * k));
+}
+__device__ __forceinline__ uint32_t get_le32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Per-group stochastic quantizer                                            */
+/* ------------------------------------------------------------------------ */
+
+__device__ __forceinline__ size_t sample_bytes(const actc__cu_quant &q, int b)
+{
+    return q.full * actc__quant_run_bytes(q.G, b) + actc__quant_run_bytes(q.tail, b);
+}
+
+/* Where group g's codes start in the data section, and its width. */
+__device__ __forceinline__ size_t group_offset(const actc__cu_quant &q, const uint8_t *widths, size_t g, int lane,
+                                               int *bits)
+{
+    const size_t s = g / q.gps, j = g % q.gps;
+    const int b = widths ? actc__quant_clamp_bits(widths[s]) : q.bits;
+    *bits = b;
+    size_t off = j * actc__quant_run_bytes(q.G, b);
+    if (!widths) return off + s * sample_bytes(q, b);
+    /* Mixed widths: the samples before s, summed by the warp. */
+    unsigned long long sum = 0;
+    for (size_t k = (size_t)lane; k < s; k += WARP) sum += sample_bytes(q, actc__quant_clamp_bits(widths[k]));
+    for (int w = WARP / 2; w > 0; w /= 2) sum += __shfl_xor_sync(FULL_MASK, sum, w);
+    return off + (size_t)sum;
+}
+
+__device__ __forceinline__ size_t group_len(const actc__cu_quant &q, size_t g)
+{
+    return g % q.gps < q.full ? q.G : q.tail;
+}
+
+template <int DT> __global__ void quant_encode_k(const void *__restrict__ x, actc__cu_quant q, uint8_t *payload)
+{
+    const size_t ng = q.N * q.gps;
+    uint8_t *metas = payload;
+    const uint8_t *widths = q.mixed ? payload + ng * ACTC_QUANT_META : NULL;
+    uint8_t *data = payload + ng * ACTC_QUANT_META + (q.mixed ? q.N : 0);
+    WARP_LOOP(g, ng)
+    {
+        int b;
+        const size_t off = group_offset(q, widths, g, lane, &b), len = group_len(q, g);
+        const size_t elem = g / q.gps * q.D + g % q.gps * q.G;
+        /* The CPU's lanes: whole rows of 32 by lane, the rest on lane 0. */
+        float mn = INFINITY, mx = -INFINITY;
+        const size_t rows = len / WARP * WARP;
+        for (size_t i = (size_t)lane; i < rows; i += WARP) actc__minmax_step(ld<DT>(x, elem + i), &mn, &mx);
+        if (lane == 0)
+            for (size_t i = rows; i < len; i++) actc__minmax_step(ld<DT>(x, elem + i), &mn, &mx);
+        for (int w = WARP / 2; w > 0; w /= 2) {
+            const float omn = __shfl_down_sync(FULL_MASK, mn, w), omx = __shfl_down_sync(FULL_MASK, mx, w);
+            actc__minmax_merge(omn, omx, &mn, &mx);
+        }
+        mn = __shfl_sync(FULL_MASK, mn, 0);
+        mx = __shfl_sync(FULL_MASK, mx, 0);
+        uint8_t meta[ACTC_QUANT_META];
+        actc__quant_meta_of(mn, mx, b, meta);
+        if (lane == 0)
+            for (int k = 0; k < ACTC_QUANT_META; k++) metas[g * ACTC_QUANT_META + k] = meta[k];
+        const actc__qparams p = actc__quant_params_of(meta, b);
+        const uint32_t seed = actc__quant_group_seed(q.key, g);
+        uint8_t *out = data + off;
+        for (size_t c0 = 8 * (size_t)lane; c0 < len; c0 += 8 * WARP) {
+            const int m = len - c0 < 8 ? (int)(len - c0) : 8;
+            float v[8];
+            for (int k = 0; k < m; k++) v[k] = ld<DT>(x, elem + c0 + k);
+            const uint64_t w = actc__quant_chunk_pack(v, m, p, seed, (uint32_t)c0);
+            const size_t nb = actc__quant_run_bytes((size_t)m, b);
+            for (size_t k = 0; k < nb; k++) out[c0 / 8 * (size_t)b + k] = (uint8_t)(w >> (8 * k));
+        }
+    }
+}
+
+template <int DT> __global__ void quant_decode_k(const uint8_t *payload, actc__cu_quant q, void *__restrict__ y)
+{
+    const size_t ng = q.N * q.gps;
+    const uint8_t *metas = payload;
+    const uint8_t *widths = q.mixed ? payload + ng * ACTC_QUANT_META : NULL;
+    const uint8_t *data = payload + ng * ACTC_QUANT_META + (q.mixed ? q.N : 0);
+    WARP_LOOP(g, ng)
+    {
+        int b;
+        const size_t off = group_offset(q, widths, g, lane, &b), len = group_len(q, g);
+        const size_t elem = g / q.gps * q.D + g % q.gps * q.G;
+        const actc__qparams p = actc__quant_params_of(metas + g * ACTC_QUANT_META, b);
+        const uint8_t *in = data + off;
+        for (size_t c0 = 8 * (size_t)lane; c0 < len; c0 += 8 * WARP) {
+            const int m = len - c0 < 8 ? (int)(len - c0) : 8;
+            const size_t nb = actc__quant_run_bytes((size_t)m, b);
+            uint64_t w = 0;
+            for (size_t k = 0; k < nb; k++) w |= (uint64_t)in[c0 / 8 * (size_t)b + k] << (8 * k);
+            float v[8];
+            actc__quant_chunk_values(w, m, p, v);
+            for (int k = 0; k < m; k++) st<DT>(y, elem + c0 + k, v[k]);
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* 4-bit block-wise                                                          */
+/* ------------------------------------------------------------------------ */
+
+/* max |x| over a warp's block (finite elements), on the bit patterns. */
+template <int DT> __device__ __forceinline__ int32_t block_absmax_bits(const void *x, size_t s, size_t len, int lane)
+{
+    int32_t m = 0;
+    for (size_t i = (size_t)lane; i < len; i += WARP) m = max(m, actc__absmax_bits(ld<DT>(x, s + i)));
+    for (int w = WARP / 2; w > 0; w /= 2) m = max(m, __shfl_xor_sync(FULL_MASK, m, w));
+    return m;
+}
+
+template <int DT> __global__ void block4_encode_k(const void *__restrict__ x, actc__cu_block4 c, uint8_t *payload)
+{
+    __shared__ actc__b4_levels L;
+    if (threadIdx.x == 0) L = c.L;
+    __syncthreads();
+    uint8_t *absmax = payload, *codes = payload + 4 * c.nb;
+    WARP_LOOP(blk, c.nb)
+    {
+        const size_t s = blk * c.B, len = c.n - s < c.B ? c.n - s : c.B;
+        const int32_t mb = block_absmax_bits<DT>(x, s, len, lane);
+        const float amax = actc__bits_float((uint32_t)mb);
+        if (lane == 0) put_le32(absmax + 4 * blk, (uint32_t)mb);
+        const uint32_t seed = c.sr ? actc__b4_seed(c.key, blk) : 0u;
+        for (size_t pr = (size_t)lane; pr < (len + 1) / 2; pr += WARP) {
+            const size_t i = 2 * pr;
+            const uint8_t hi = actc__b4_code(ld<DT>(x, s + i), amax, &L, c.sr, seed, (uint32_t)i);
+            const uint8_t lo = i + 1 < len ? actc__b4_code(ld<DT>(x, s + i + 1), amax, &L, c.sr, seed, (uint32_t)i + 1)
+                                           : (uint8_t)0;
+            codes[(s + i) / 2] = (uint8_t)(hi << 4 | lo);
+        }
+    }
+}
+
+template <int DT> __global__ void block4_decode_k(const uint8_t *payload, actc__cu_block4 c, void *__restrict__ y)
+{
+    __shared__ float value[16];
+    if (threadIdx.x < 16) value[threadIdx.x] = c.L.value[threadIdx.x];
+    __syncthreads();
+    const uint8_t *absmax = payload, *codes = payload + 4 * c.nb;
+    THREAD_LOOP(k, (c.n + 1) / 2)
+    {
+        const size_t e = 2 * k;
+        const float amax = actc__bits_float(get_le32(absmax + 4 * (e / c.B)));
+        const uint8_t code = codes[k];
+        st<DT>(y, e, value[code >> 4] * amax);
+        if (e + 1 < c.n) st<DT>(y, e + 1, value[code & 15] * amax);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* 8-bit dynamic map                                                         */
+/* ------------------------------------------------------------------------ */
+
+template <int DT> __global__ void dyn8_encode_k(const void *__restrict__ x, actc__cu_dyn8 c, uint8_t *payload)
+{
+    __shared__ float mid[256];
+    for (int k = (int)threadIdx.x; k < 256; k += THREADS) mid[k] = c.mid[k];
+    __syncthreads();
+    uint8_t *absmax = payload, *codes = payload + 4 * c.nb;
+    WARP_LOOP(blk, c.nb)
+    {
+        const size_t s = blk * c.B, len = c.n - s < c.B ? c.n - s : c.B;
+        const int32_t mb = block_absmax_bits<DT>(x, s, len, lane);
+        const float amax = actc__bits_float((uint32_t)mb);
+        if (lane == 0) put_le32(absmax + 4 * blk, (uint32_t)mb);
+        for (size_t i = (size_t)lane; i < len; i += WARP) codes[s + i] = actc__dyn8_search(ld<DT>(x, s + i) / amax, mid);
+    }
+}
+
+template <int DT> __global__ void dyn8_decode_k(const uint8_t *payload, actc__cu_dyn8 c, void *__restrict__ y)
+{
+    __shared__ float map[256];
+    for (int k = (int)threadIdx.x; k < 256; k += THREADS) map[k] = c.map[k];
+    __syncthreads();
+    const uint8_t *absmax = payload, *codes = payload + 4 * c.nb;
+    THREAD_LOOP(i, c.n)
+    {
+        const float amax = actc__bits_float(get_le32(absmax + 4 * (i / c.B)));
+        st<DT>(y, i, map[codes[i]] * amax);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Element-wise codecs                                                       */
+/* ------------------------------------------------------------------------ */
+
+template <int DT> __global__ void mask_encode_k(const void *__restrict__ x, size_t n, uint8_t *payload)
+{
+    THREAD_LOOP(k, (n + 7) / 8)
+    {
+        unsigned v = 0;
+        for (int j = 0; j < 8 && 8 * k + j < n; j++) v |= actc__mask_bit(ld<DT>(x, 8 * k + j)) << j;
+        payload[k] = (uint8_t)v;
+    }
+}
+
+template <int DT> __global__ void mask_decode_k(const uint8_t *payload, size_t n, void *__restrict__ y)
+{
+    THREAD_LOOP(k, (n + 7) / 8)
+    {
+        const unsigned v = payload[k];
+        for (int j = 0; j < 8 && 8 * k + j < n; j++) st<DT>(y, 8 * k + j, (float)((v >> j) & 1u));
+    }
+}
+
+template <int DT> __global__ void bf16_encode_k(const void *__restrict__ x, size_t n, uint8_t *payload)
+{
+    THREAD_LOOP(i, n)((uint16_t *)payload)[i] = actc__f32_to_bf16(ld<DT>(x, i));
+}
+
+template <int DT> __global__ void bf16_decode_k(const uint8_t *payload, size_t n, void *__restrict__ y)
+{
+    THREAD_LOOP(i, n) st<DT>(y, i, actc__bf16_to_f32(((const uint16_t *)payload)[i]));
+}
+
+template <int DT> __global__ void fp32_encode_k(const void *__restrict__ x, size_t n, uint8_t *payload)
+{
+    THREAD_LOOP(i, n)((uint32_t *)payload)[i] = actc__float_bits(ld<DT>(x, i));
+}
+
+template <int DT> __global__ void fp32_decode_k(const uint8_t *payload, size_t n, void *__restrict__ y)
+{
+    THREAD_LOOP(i, n) st<DT>(y, i, actc__bits_float(((const uint32_t *)payload)[i]));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Launchers                                                                 */
+/* ------------------------------------------------------------------------ */
+
+extern "C" {
+
+int actc__cu_quant_encode(const void *x, int dt, const actc__cu_quant *q, uint8_t *payload, void *stream)
+{
+    LAUNCH_DT(dt, quant_encode_k, warp_grid(q->N * q->gps), stream, x, *q, payload);
+    return (int)cudaGetLastError();
+}
+
+int actc__cu_quant_decode(const uint8_t *payload, const actc__cu_quant *q, void *y, int dt, void *stream)
+{
+    LAUNCH_DT(dt, quant_decode_k, warp_grid(q->N * q->gps), stream, payload, *q, y);
+    return (int)cudaGetLastError();
+}
+
+int actc__cu_block4_encode(const void *x, int dt, const actc__cu_block4 *b, uint8_t *payload, void *stream)
+{
+    LAUNCH_DT(dt, block4_encode_k, warp_grid(b->nb), stream, x, *b, payload);
+    return (int)cudaGetLastError();
+}
+
+int actc__cu_block4_decode(const uint8_t *payload, const actc__cu_block4 *b, void *y, int dt, void *stream)
+{
+    LAUNCH_DT(dt, block4_decode_k, thread_grid((b->n + 1) / 2), stream, payload, *b, y);
+    return (int)cudaGetLastError();
+}
+
+int actc__cu_dyn8_encode(const void *x, int dt, const actc__cu_dyn8 *d, uint8_t *payload, void *stream)
+{
+    LAUNCH_DT(dt, dyn8_encode_k, warp_grid(d->nb), stream, x, *d, payload);
+    return (int)cudaGetLastError();
+}
+
+int actc__cu_dyn8_decode(const uint8_t *payload, const actc__cu_dyn8 *d, void *y, int dt, void *stream)
+{
+    LAUNCH_DT(dt, dyn8_decode_k, thread_grid(d->n), stream, payload, *d, y);
+    return (int)cudaGetLastError();
+}
+
+int actc__cu_mask_encode(const void *x, int dt, size_t n, uint8_t *payload, void *stream)
+{
+    LAUNCH_DT(dt, mask_encode_k, thread_grid((n + 7) / 8), stream, x, n, payload);
+    return (int)cudaGetLastError();
+}
+
+int actc__cu_mask_decode(const uint8_t *payload, size_t n, void *y, int dt, void *stream)
+{
+    LAUNCH_DT(dt, mask_decode_k, thread_grid((n + 7) / 8), stream, payload, n, y);
+    return (int)cudaGetLastError();
+}
+
+int actc__cu_bf16_encode(const void *x, int dt, size_t n, uint8_t *payload, void *stream)
+{
+    LAUNCH_DT(dt, bf16_encode_k, thread_grid(n), stream, x, n, payload);
+    return (int)cudaGetLastError();
+}
+
+int actc__cu_bf16_decode(const uint8_t *payload, size_t n, void *y, int dt, void *stream)
+{
+    LAUNCH_DT(dt, bf16_decode_k, thread_grid(n), stream, payload, n, y);
+    return (int)cudaGetLastError();
+}
+
+int actc__cu_fp32_encode(const void *x, int dt, size_t n, uint8_t *payload, void *stream)
+{
+    LAUNCH_DT(dt, fp32_encode_k, thread_grid(n), stream, x, n, payload);
+    return (int)cudaGetLastError();
+}
+
+int actc__cu_fp32_decode(const uint8_t *payload, size_t n, void *y, int dt, void *stream)
+{
+    LAUNCH_DT(dt, fp32_decode_k, thread_grid(n), stream, payload, n, y);
+    return (int)cudaGetLastError();
+}
+}
