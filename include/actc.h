@@ -467,8 +467,8 @@ ACTC_API actc_status actc_codec_decode_rows(const actc_codec_plan *plan, const v
  * Plans are the CPU's (actc_codec_plan_make; plan->bytes sizes the
  * payload).  Codecs with GPU kernels: fp32, bf16, mask, quant:B[,group=G]
  * with or without per-sample widths, nf4 / fp4-bnb / fp4-e2m1 (either
- * rounding) and dyn8; quant per-tensor, index and division fail with
- * ACTC_ERR_INVALID naming the codec.
+ * rounding), dyn8, division and division:lfc-only; quant per-tensor,
+ * index and division:hfc-only fail with ACTC_ERR_INVALID naming the codec.
  *
  * The tensor holds plan->numel elements of dtype (bfloat16 and float16 are
  * widened exactly, so their payload is that of the same values in float32;

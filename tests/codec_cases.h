@@ -45,6 +45,12 @@ static const cuda_case CASES[] = {
     {"nf4,round=stochastic", 2, {7, 333}, 0}, {"fp4,round=stochastic,block=32", 1, {999}, 0},
     {"e2m1,round=stochastic,block=128", 2, {3, 1000}, 0}, {"nf4,block=4096", 2, {3, 5000}, 0},
     {"dyn8", 2, {7, 333}, 0},             {"dyn8,block=100", 1, {1001}, 0},   {"dyn8,block=1", 1, {77}, 0},
+    {"division", 4, {4, 3, 17, 19}, 0},   {"division:b=4,q=3", 4, {2, 5, 9, 16}, 0},
+    {"division", 2, {7, 5}, 0},           {"division", 2, {6, 100}, 0},       {"division:seq=tokens", 3, {2, 40, 24}, 0},
+    {"division:seq=features", 3, {3, 10, 37}, 0}, {"division", 4, {2, 1, 80, 80}, 0},
+    {"division:q=4", 4, {1, 2, 70, 90}, 0}, {"division:lfc-only", 4, {3, 4, 9, 9}, 0},
+    {"division:lfc-only", 4, {1, 1, 81, 81}, 0}, {"division:b=2,q=1", 2, {5, 4097}, 0},
+    {"division:b=32", 2, {6, 30}, 0},      {"division:b=64,q=5", 2, {5, 50}, 0},
     {"mask", 2, {7, 333}, 0},             {"bf16", 2, {7, 333}, 0},           {"fp32", 1, {1001}, 0},
 };
 #endif

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.skipif(not (torch.cuda.is_available() and lib.actc_cuda
 
 
 @pytest.mark.parametrize("spec", ["quant:2", "quant:8", "quant:3,group=64", "nf4", "fp4,round=stochastic",
-                                  "e2m1", "dyn8", "mask", "bf16", "fp32"])
+                                  "e2m1", "dyn8", "division", "division:lfc-only", "mask", "bf16", "fp32"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_payload_identical_to_cpu(spec, dtype):
     torch.manual_seed(0)
@@ -31,9 +31,10 @@ def test_payload_identical_to_cpu(spec, dtype):
     assert torch.equal(yg.cpu(), yc.to(dtype)), spec
 
 
-def test_division_has_no_kernels_yet():
-    with pytest.raises(actc.ActcError, match="no CUDA kernels"):
-        actc.core.encode(torch.randn(4, 8, 16, 16, device="cuda"), "division")
+def test_codecs_without_kernels_refused():
+    for spec in ("division:hfc-only", "quant:2,per-tensor"):
+        with pytest.raises(actc.ActcError, match="no CUDA kernels"):
+            actc.core.encode(torch.randn(4, 8, 16, 16, device="cuda"), spec)
 
 
 def _mlp():
@@ -41,7 +42,7 @@ def _mlp():
                                torch.nn.GELU(), torch.nn.Linear(2048, 10)).cuda()
 
 
-@pytest.mark.parametrize("policy", ["quant:8", "actnn:L3", "gact:4", "nf4"])
+@pytest.mark.parametrize("policy", ["quant:8", "actnn:L3", "gact:4", "nf4", "division"])
 def test_hooks_on_gpu_close_to_fp32(policy):
     torch.manual_seed(1)
     model = _mlp()

@@ -217,9 +217,10 @@ def test_bad_input():
     m = nn.Linear(4, 4)
     c = at.compress("quant:2", m)
     with c:
-        # torch passes an exception raised in a hook on as a RuntimeError
-        # that names it.
-        with pytest.raises(RuntimeError, match="ActcError: actc: the codecs take at most 5 dimensions"):
+        # torch 1.x passes an exception raised in a hook on as a
+        # RuntimeError that names it, torch 2.x as it is (an ActcError,
+        # which is a RuntimeError).
+        with pytest.raises(RuntimeError, match="actc: the codecs take at most 5 dimensions"):
             (torch.randn(1, 1, 1, 1, 2, 4, requires_grad=True) * torch.randn(1, 1, 1, 1, 2, 4)).sum()
     assert c.saved() == []
 
@@ -238,7 +239,7 @@ def test_shapes_must_repeat_for_learning_policies():
     with c2:
         m2(torch.randn(4, 8)).sum().backward()
     c2.step()
-    with pytest.raises(RuntimeError, match="ActcError: .*per-sample shape \\[8\\] before and \\[3, 8\\] now"):
+    with pytest.raises(RuntimeError, match="per-sample shape \\[8\\] before and \\[3, 8\\] now"):
         with c2:
             m2(torch.randn(4, 3, 8)).sum()
 

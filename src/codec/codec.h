@@ -168,6 +168,9 @@ const char *actc__division_parse(const char *opts, actc_division_opts *o, char *
 /* The codec's arguments for a tensor of ndim dims: which axes form the map
  * follows the rank (policy_division.c's table). */
 void actc__division_args(const actc_division_opts *o, int ndim, actc_codec_args *a);
+/* How the codec sees a tensor of n elements with arguments a (planes,
+ * blocks, payload sections). */
+actc__div_view actc__division_view(const actc_codec_args *a, size_t n);
 
 /* Per-sample sum over groups of the squared group range (max - min), with
  * the quantizer's grouping: ActNN's ||R_n||^2 for the sensitivity of sample n.

@@ -62,9 +62,11 @@ static int stream_device(void *stream, const char *fn)
 }
 
 /* Which kernels the plan's codec has (0: none). */
-enum { K_NONE, K_FP32, K_BF16, K_MASK, K_QUANT, K_BLOCK4, K_DYN8 };
-static int kernels_of(const actc_codec *c)
+enum { K_NONE, K_FP32, K_BF16, K_MASK, K_QUANT, K_BLOCK4, K_DYN8, K_DIVISION };
+static int kernels_of(const actc_codec *c, const actc_codec_plan *plan)
 {
+    /* The HFC-only ablation keeps its means nowhere in the payload. */
+    if (c == &actc_codec_division) return plan->iparam_[1] == ACTC_DIV_HFC_ONLY ? K_NONE : K_DIVISION;
     if (c == &actc_codec_fp32) return K_FP32;
     if (c == &actc_codec_bf16) return K_BF16;
     if (c == &actc_codec_mask1) return K_MASK;
@@ -82,11 +84,12 @@ static int check_call(const char *fn, const actc_codec_plan *plan, const void *t
 {
     const actc_codec *c = actc__plan_codec(plan, fn, payload, payload_bytes);
     if (!c) return K_NONE;
-    const int k = kernels_of(c);
+    const int k = kernels_of(c, plan);
     if (k == K_NONE) {
         actc_set_error(ACTC_ERR_INVALID,
                        "%s: codec '%s' has no CUDA kernels (those with: fp32, bf16, mask, quant:B[,group=G], nf4, "
-                       "fp4-bnb, fp4-e2m1, dyn8); run it on the CPU (actc_codec_encode)",
+                       "fp4-bnb, fp4-e2m1, dyn8, division and division:lfc-only); run it on the CPU "
+                       "(actc_codec_encode)",
                        fn, plan->codec);
         return K_NONE;
     }
@@ -160,6 +163,11 @@ actc_status actc_cuda_encode(const actc_codec_plan *plan, const void *x, actc_dt
         ON_DEVICE(fn, dev, actc__cu_dyn8_encode(x, dt, &d, out, stream));
         break;
     }
+    case K_DIVISION: {
+        const actc__cu_division d = actc__cu_division_of(plan);
+        ON_DEVICE(fn, dev, actc__cu_division_encode(x, dt, &d, out, stream));
+        break;
+    }
     default: {
         const actc__cu_quant q = actc__cu_quant_of(plan);
         if (q.mixed) {
@@ -203,6 +211,11 @@ actc_status actc_cuda_decode(const actc_codec_plan *plan, const void *src, size_
     case K_DYN8: {
         const actc__cu_dyn8 d = actc__cu_dyn8_of(plan);
         ON_DEVICE(fn, dev, actc__cu_dyn8_decode(in, &d, dst, dt, stream));
+        break;
+    }
+    case K_DIVISION: {
+        const actc__cu_division d = actc__cu_division_of(plan);
+        ON_DEVICE(fn, dev, actc__cu_division_decode(in, &d, dst, dt, stream));
         break;
     }
     default: {

@@ -49,7 +49,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define DIV_TAG 0x44495653ULL /* "DIVS" */
 /* Planes of up to this many elements are worked on in chunks of whole
  * planes held on the stack (residual computed once); longer planes
  * recompute their residual tile by tile. */
@@ -65,19 +64,11 @@
  * are inlined into each copy. */
 #define DIV_INLINE static inline __attribute__((always_inline))
 
-typedef struct {
-    size_t S, C, M;       /* samples, channels, elements per plane            */
-    size_t stride;        /* distance between consecutive map elements        */
-    size_t d[3], b[3];    /* map dims (leading 1s) and block sizes            */
-    size_t nbk[3], nb;    /* blocks per axis, per plane                       */
-    int q, mode;
-    size_t meta_sz, lfc_sz, code_sz; /* bytes per plane of each section       */
-    size_t cp;            /* small planes: planes per chunk                    */
-} dview;
+typedef actc__div_view dview; /* codec_math.h */
 
 static size_t cdiv(size_t a, size_t b) { return (a + b - 1) / b; }
 
-static dview view_of(const actc_codec_args *a, size_t n)
+actc__div_view actc__division_view(const actc_codec_args *a, size_t n)
 {
     dview v;
     memset(&v, 0, sizeof v);
@@ -308,7 +299,7 @@ enum { MAP_RESIDUAL, MAP_DECODE, MAP_LFC };
 
 DIV_INLINE float map_one(const int op, float x, uint8_t q, float z, float c, float l)
 {
-    return op == MAP_RESIDUAL ? ((x - l) - z) * c : op == MAP_DECODE ? (z + (float)q * c) + l : l;
+    return op == MAP_RESIDUAL ? actc__div_scaled(x, l, z, c) : op == MAP_DECODE ? actc__div_value(q, z, c, l) : l;
 }
 
 /* One contiguous plane, band by band (the rows that share a row of
@@ -523,7 +514,7 @@ static void decode_planes(const dview *v, const dsections *sec, size_t p0, size_
 
 static size_t division_plan(actc_codec_args *a, size_t n)
 {
-    const dview v = view_of(a, n);
+    const dview v = actc__division_view(a, n);
     /* What decode must see again, resolved. */
     a->bits = v.q;
     a->iparam[1] = v.mode;
@@ -533,14 +524,14 @@ static size_t division_plan(actc_codec_args *a, size_t n)
 
 static void division_encode(const actc_codec_args *a, const float *x, size_t n, void *dst)
 {
-    const dview v = view_of(a, n);
+    const dview v = actc__division_view(a, n);
     const dsections sec = sections(&v, dst);
     const size_t P = planes(&v);
 #pragma omp parallel if (n >= DIV_PAR_MIN && P > 1)
     {
         size_t lo, hi;
         actc__thread_share(P, &lo, &hi);
-        encode_planes(&v, &sec, x, lo, hi, (uint32_t)actc_rng_key(a->key, 0, DIV_TAG));
+        encode_planes(&v, &sec, x, lo, hi, actc__div_seed(a->key));
         actc__quant_fence();
     }
 }
@@ -561,7 +552,7 @@ static void decode_samples(const dview *view, const void *src, size_t s0, size_t
 
 static void division_decode(const actc_codec_args *a, const void *src, size_t n, float *dst)
 {
-    const dview v = view_of(a, n);
+    const dview v = actc__division_view(a, n);
     decode_samples(&v, src, 0, v.S, dst);
 }
 
@@ -570,7 +561,7 @@ static void division_decode(const actc_codec_args *a, const void *src, size_t n,
 static void division_decode_rows(const actc_codec_args *a, const void *src, size_t n, size_t row0, size_t nrows,
                                  float *dst)
 {
-    const dview v = view_of(a, n);
+    const dview v = actc__division_view(a, n);
     const size_t rows = a->ndim > 0 && a->shape[0] > 0 ? (size_t)a->shape[0] : 1;
     if (v.S == rows) {
         decode_samples(&v, src, row0, row0 + nrows, dst);

@@ -327,4 +327,29 @@ ACTC_HD uint8_t actc__dyn8_search(float t, const float mid[255])
     }
     return (uint8_t)lo;
 }
+/* ------------------------------------------------------------------------ */
+/* DIVISION's dual-precision codec (codec_division.c)                        */
+/* ------------------------------------------------------------------------ */
+
+/* A tensor as DIVISION sees it (codec_division.c computes it from the
+ * codec's arguments, actc__division_view). */
+typedef struct {
+    size_t S, C, M;       /* samples, channels, elements per plane            */
+    size_t stride;        /* distance between consecutive map elements        */
+    size_t d[3], b[3];    /* map dims (leading 1s) and block sizes            */
+    size_t nbk[3], nb;    /* blocks per axis, per plane                       */
+    int q, mode;
+    size_t meta_sz, lfc_sz, code_sz; /* bytes per plane of each section       */
+    size_t cp;            /* small planes: planes per chunk                    */
+} actc__div_view;
+
+/* The seed of a tensor's codes: element m of plane p draws from hash
+ * input seed + p * M + m. */
+#define ACTC_DIV_TAG 0x44495653ULL /* "DIVS" */
+ACTC_HD uint32_t actc__div_seed(uint64_t key) { return (uint32_t)actc__rng_key(key, 0, ACTC_DIV_TAG); }
+
+/* An element's residual against its block's stored mean l, scaled for the
+ * quantizer (z = Z, c = B / R), and the decoded value (c = R / B). */
+ACTC_HD float actc__div_scaled(float x, float l, float z, float c) { return ((x - l) - z) * c; }
+ACTC_HD float actc__div_value(unsigned q, float z, float c, float l) { return (z + (float)q * c) + l; }
 #endif

@@ -6,6 +6,7 @@
  * does not form FMAs in ISO mode), the CUDA files with -fmad=false. */
 #ifndef ACTC_HOSTDEV_H
 #define ACTC_HOSTDEV_H
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -70,6 +71,25 @@ ACTC_HD float actc__f16_to_f32(uint16_t h)
     uint32_t ee = 113, mm = m;
     while (!(mm & 0x400u)) mm <<= 1, ee--;
     return actc__bits_float(sign | (ee << 23) | ((mm & 0x3FFu) << 13));
+}
+
+/* Element i of an array of dtype dt (actc_dtype: 0 float32, 1 bfloat16,
+ * 2 float16) as a float, and a float stored into one (rounded to nearest
+ * even). */
+ACTC_HD float actc__load_dt(const void *x, int dt, size_t i)
+{
+    if (dt == 1) return actc__bf16_to_f32(((const uint16_t *)x)[i]);
+    if (dt == 2) return actc__f16_to_f32(((const uint16_t *)x)[i]);
+    return ((const float *)x)[i];
+}
+ACTC_HD void actc__store_dt(void *y, int dt, size_t i, float v)
+{
+    if (dt == 1)
+        ((uint16_t *)y)[i] = actc__f32_to_bf16(v);
+    else if (dt == 2)
+        ((uint16_t *)y)[i] = actc__f32_to_f16(v);
+    else
+        ((float *)y)[i] = v;
 }
 
 /* SplitMix64's finaliser, and actc_rng_key (actc.h) built from it: the

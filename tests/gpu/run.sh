@@ -10,15 +10,22 @@
 #      hooks, against no hooks and the pure-PyTorch 2-bit hook.
 # Without a GPU it says so and exits 0 (CI has none).
 #
-# usage: tests/gpu/run.sh [BUILD]
+# usage: tests/gpu/run.sh [BUILD | BUNDLE.tar.xz]
 #   BUILD: a build folder with the CUDA codecs (default build-gpu); built
 #   here with cmake when it has no tests/gpu_codecs yet (that needs the
-#   project's Debian packages); on a machine without them, bring a build
-#   folder made elsewhere and put its libraries on LD_LIBRARY_PATH.
+#   project's Debian packages).  On a machine without them, bring the
+#   tarball tests/gpu/bundle.sh makes (the test, libactc.so and their
+#   libraries).
 #   BENCH_STEPS (default 10) sets the benchmark's timed steps.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${1:-build-gpu}
+if [ -f "$BUILD" ] && [ "${BUILD%.tar.xz}" != "$BUILD" ]; then
+    dir=$(mktemp -d)
+    tar -C "$dir" -xJf "$BUILD"
+    BUILD=$dir/b
+    export LD_LIBRARY_PATH="$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
     echo "no GPU: the CUDA codecs' GPU checks are skipped"
     exit 0

@@ -12,6 +12,7 @@
  * element or code byte for the element-wise codecs.  Every kernel walks its
  * units in a grid-stride loop, so any size fits the grid. */
 #include "codec_cuda.h"
+#include "division_plane.h"
 #include <cuda_runtime.h>
 
 #define WARP 32
@@ -24,22 +25,9 @@
 /* hostdev.h's conversions (exact widening; rounding to nearest even)        */
 /* ------------------------------------------------------------------------ */
 
-template <int DT> __device__ __forceinline__ float ld(const void *x, size_t i)
-{
-    if (DT == 1) return actc__bf16_to_f32(((const uint16_t *)x)[i]);
-    if (DT == 2) return actc__f16_to_f32(((const uint16_t *)x)[i]);
-    return ((const float *)x)[i];
-}
-
-template <int DT> __device__ __forceinline__ void st(void *y, size_t i, float v)
-{
-    if (DT == 1)
-        ((uint16_t *)y)[i] = actc__f32_to_bf16(v);
-    else if (DT == 2)
-        ((uint16_t *)y)[i] = actc__f32_to_f16(v);
-    else
-        ((float *)y)[i] = v;
-}
+/* With DT a constant, the shared loaders' dtype branches fold away. */
+template <int DT> __device__ __forceinline__ float ld(const void *x, size_t i) { return actc__load_dt(x, DT, i); }
+template <int DT> __device__ __forceinline__ void st(void *y, size_t i, float v) { actc__store_dt(y, DT, i, v); }
 
 /* The launch of kernel K<dt> (dt 0..2: float32, bfloat16, float16). */
 #define LAUNCH_DT(dt, K, grid, stream, ...)                                                            \
@@ -260,6 +248,33 @@ template <int DT> __global__ void dyn8_decode_k(const uint8_t *payload, actc__cu
 }
 
 /* ------------------------------------------------------------------------ */
+/* DIVISION: one thread per plane (division_plane.h)                          */
+/* ------------------------------------------------------------------------ */
+
+/* Small CUDA blocks: a tensor has only thousands of planes, and they should
+ * spread over every SM rather than fill a few. */
+#define DIV_THREADS 64
+#define DIV_LOOP(p, units)                                                                             \
+    for (size_t p = (size_t)blockIdx.x * DIV_THREADS + threadIdx.x; p < (units);                       \
+         p += (size_t)gridDim.x * DIV_THREADS)
+
+static __global__ void division_encode_k(const void *__restrict__ x, int dt, actc__cu_division d, uint8_t *payload)
+{
+    const size_t P = d.v.S * d.v.C;
+    uint16_t *lfc = (uint16_t *)(payload + P * d.v.meta_sz);
+    uint8_t *codes = payload + P * (d.v.meta_sz + d.v.lfc_sz);
+    DIV_LOOP(p, P) actc__div_encode_plane(&d.v, x, dt, p, d.seed, payload, lfc, codes);
+}
+
+static __global__ void division_decode_k(const uint8_t *payload, actc__cu_division d, void *__restrict__ y, int dt)
+{
+    const size_t P = d.v.S * d.v.C;
+    const uint16_t *lfc = (const uint16_t *)(payload + P * d.v.meta_sz);
+    const uint8_t *codes = payload + P * (d.v.meta_sz + d.v.lfc_sz);
+    DIV_LOOP(p, P) actc__div_decode_plane(&d.v, payload, lfc, codes, p, y, dt);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Element-wise codecs                                                       */
 /* ------------------------------------------------------------------------ */
 
@@ -341,6 +356,20 @@ int actc__cu_dyn8_encode(const void *x, int dt, const actc__cu_dyn8 *d, uint8_t 
 int actc__cu_dyn8_decode(const uint8_t *payload, const actc__cu_dyn8 *d, void *y, int dt, void *stream)
 {
     LAUNCH_DT(dt, dyn8_decode_k, thread_grid(d->n), stream, payload, *d, y);
+    return (int)cudaGetLastError();
+}
+
+int actc__cu_division_encode(const void *x, int dt, const actc__cu_division *d, uint8_t *payload, void *stream)
+{
+    division_encode_k<<<grid_of(d->v.S * d->v.C, DIV_THREADS), DIV_THREADS, 0, (cudaStream_t)stream>>>(x, dt, *d,
+                                                                                                       payload);
+    return (int)cudaGetLastError();
+}
+
+int actc__cu_division_decode(const uint8_t *payload, const actc__cu_division *d, void *y, int dt, void *stream)
+{
+    division_decode_k<<<grid_of(d->v.S * d->v.C, DIV_THREADS), DIV_THREADS, 0, (cudaStream_t)stream>>>(payload, *d, y,
+                                                                                                       dt);
     return (int)cudaGetLastError();
 }
 

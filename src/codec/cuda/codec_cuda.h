@@ -37,10 +37,17 @@ typedef struct {
     float map[256], mid[256];
 } actc__cu_dyn8;
 
+/* DIVISION: the codec's view (codec_math.h) and its seed. */
+typedef struct {
+    actc__div_view v;
+    uint32_t seed;
+} actc__cu_division;
+
 /* The views of a plan from actc_codec_plan_make (codec_cuda_views.c). */
 actc__cu_quant actc__cu_quant_of(const actc_codec_plan *plan);
 actc__cu_block4 actc__cu_block4_of(const actc_codec_plan *plan);
 actc__cu_dyn8 actc__cu_dyn8_of(const actc_codec_plan *plan);
+actc__cu_division actc__cu_division_of(const actc_codec_plan *plan);
 
 int actc__cu_quant_encode(const void *x, int dt, const actc__cu_quant *q, uint8_t *payload, void *stream);
 int actc__cu_quant_decode(const uint8_t *payload, const actc__cu_quant *q, void *y, int dt, void *stream);
@@ -48,6 +55,8 @@ int actc__cu_block4_encode(const void *x, int dt, const actc__cu_block4 *b, uint
 int actc__cu_block4_decode(const uint8_t *payload, const actc__cu_block4 *b, void *y, int dt, void *stream);
 int actc__cu_dyn8_encode(const void *x, int dt, const actc__cu_dyn8 *d, uint8_t *payload, void *stream);
 int actc__cu_dyn8_decode(const uint8_t *payload, const actc__cu_dyn8 *d, void *y, int dt, void *stream);
+int actc__cu_division_encode(const void *x, int dt, const actc__cu_division *d, uint8_t *payload, void *stream);
+int actc__cu_division_decode(const uint8_t *payload, const actc__cu_division *d, void *y, int dt, void *stream);
 /* mask: bit i = x[i] > 0; bf16: round to nearest even; fp32: the values. */
 int actc__cu_mask_encode(const void *x, int dt, size_t n, uint8_t *payload, void *stream);
 int actc__cu_mask_decode(const uint8_t *payload, size_t n, void *y, int dt, void *stream);

@@ -47,3 +47,12 @@ actc__cu_dyn8 actc__cu_dyn8_of(const actc_codec_plan *plan)
     memcpy(d.mid, actc__dyn8_mids(), sizeof d.mid);
     return d;
 }
+
+actc__cu_division actc__cu_division_of(const actc_codec_plan *plan)
+{
+    const actc_codec_args a = actc__plan_args(plan, NULL);
+    actc__cu_division d;
+    d.v = actc__division_view(&a, plan->numel);
+    d.seed = actc__div_seed(plan->key);
+    return d;
+}
