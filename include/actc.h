@@ -427,6 +427,11 @@ typedef struct {
     uint64_t key;                /* random stream of the stochastic codecs    */
     int sample_widths;           /* 1: made with per-sample widths, which
                                     encode needs again (quant only)           */
+    int threads;                 /* CPU threads encode and decode use: 0 (what
+                                    actc_set_threads set), or a count for the
+                                    calls with this plan alone (the caller
+                                    sets it after actc_codec_plan_make; the
+                                    bytes do not depend on it)               */
     /* Resolved by actc_codec_plan_make for encode and decode: do not change. */
     int id_, bits_, group_, width_;
     int iparam_[4];

@@ -254,6 +254,38 @@ static void expect_bad(const char *spec, const char *needle)
     assert_int_equal(p.id_, 0); /* a refused plan is not usable */
 }
 
+/* A plan's own thread count: the same bytes at 1 and 3 threads as at the
+ * library's setting, and the setting (the calling thread's OpenMP count)
+ * as it was after the calls. */
+static void test_threads_per_call(void **state)
+{
+    (void)state;
+    const int shape[2] = {64, 2048};
+    const size_t n = 64 * 2048;
+    float *x = make_input(n, 9), *y = malloc(n * sizeof *y), *y1 = malloc(n * sizeof *y1);
+    assert_true(y && y1);
+    const int before = actc_get_threads();
+    for (size_t s = 0; s < 3; s++) {
+        const char *spec = s == 0 ? "quant:2" : s == 1 ? "nf4,round=stochastic" : "division";
+        actc_codec_plan p;
+        assert_int_equal(actc_codec_plan_make(spec, 2, shape, 5, NULL, &p), ACTC_OK);
+        uint8_t *ref = encode(&p, x, NULL);
+        assert_int_equal(actc_codec_decode(&p, ref, p.bytes, y), ACTC_OK);
+        for (int th = 1; th <= 3; th += 2) {
+            p.threads = th;
+            uint8_t *got = encode(&p, x, NULL);
+            assert_memory_equal(got, ref, p.bytes);
+            assert_int_equal(actc_codec_decode(&p, got, p.bytes, y1), ACTC_OK);
+            assert_memory_equal(y1, y, n * sizeof *y);
+            assert_int_equal(actc_codec_decode_rows(&p, got, p.bytes, 3, 5, y1), ACTC_OK);
+            assert_int_equal(actc_get_threads(), before);
+            free(got);
+        }
+        free(ref);
+    }
+    free(x), free(y), free(y1);
+}
+
 static void test_refusals(void **state)
 {
     (void)state;
@@ -306,6 +338,7 @@ int main(void)
         cmocka_unit_test(test_index_and_mask),
         cmocka_unit_test(test_mixed_precision),
         cmocka_unit_test(test_same_bytes_as_the_policies),
+        cmocka_unit_test(test_threads_per_call),
         cmocka_unit_test(test_refusals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

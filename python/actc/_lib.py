@@ -34,6 +34,7 @@ class CodecPlan(ctypes.Structure):
         ("bytes", ctypes.c_size_t),
         ("key", ctypes.c_uint64),
         ("sample_widths", ctypes.c_int),
+        ("threads", ctypes.c_int),
         ("id_", ctypes.c_int),
         ("bits_", ctypes.c_int),
         ("group_", ctypes.c_int),

@@ -95,7 +95,9 @@ class compress:
         parameters kept, gradient reports for actnn); required by the
         adaptive policies.
     seed: the random streams' seed (stochastic rounding).
-    threads: the library's threads (default: torch.get_num_threads()).
+    threads: the CPU threads of the hooks' encodes and decodes (default:
+        torch.get_num_threads() at each save), set per call: the
+        library's global setting is left as it is.
     adapt_interval: gact: steps between sensitivity measurements (GACT's
         default, 1000; the first at step 0)."""
 
@@ -108,7 +110,7 @@ class compress:
         if adapt_interval < 1:
             raise ValueError("actc: adapt_interval must be at least 1")
         self.adapt_interval = adapt_interval
-        _lib.lib.actc_set_threads(threads if threads else torch.get_num_threads())
+        self.threads = threads
         self.step_count = 0
         self.stats = {}        # this step: scope -> {"saves", "stored", "fp32"}
         self.last_stats = {}   # the step before the last c.step()
@@ -217,6 +219,9 @@ class compress:
             return self._pack_codec(t, "mask")
         return self._pack_policy(t, scope, module)
 
+    def _threads(self):
+        return self.threads if self.threads else torch.get_num_threads()
+
     def _is_statistic(self, t):
         """0-D and 1-D saves, saves whose last axis is 1 (a row's mean or
         scale, broadcast), and a norm's saves other than its input: the
@@ -268,6 +273,7 @@ class compress:
             return hit
         x = as_float32(t)
         p = codec_plan(codec, tuple(x.shape))
+        p.threads = self._threads()
         k = self._new_packed(t, p, encode_into(p, x), self._where()[0])
         self._count(k.where, codec, t, p.bytes, t.numel() * 4)
         self._remember(key, t, k)
@@ -288,6 +294,7 @@ class compress:
             self._check_shape(scope, index, x)
         role = _lib.SaveRole() if module is False else _role_of(module)
         p, bits = self.planner.plan(x, scope, index, role, self.step_count)
+        p.threads = self._threads()
         payload = encode_into(p, x, ctypes.cast(bits, ctypes.c_void_p) if bits is not None else None)
         indices.append(index)
         k = self._new_packed(t, p, payload, scope)

@@ -258,3 +258,20 @@ def test_library_errors(tmp_path):
     env = dict(os.environ, ACTC_LIBRARY=actc.library_path, PYTHONPATH=str(tmp_path))
     r = subprocess.run([sys.executable, "-c", "import actc"], env=env, capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode != 0 and "needs 0.1.0" in r.stderr
+
+
+def test_threads_per_call():
+    """compress(threads=) sets the hooks' own calls, not the library's
+    setting; the payloads are the same at any count."""
+    before = actc.core.lib.actc_get_threads()
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 4))
+    x = torch.randn(32, 64)
+    grads = []
+    for threads in (1, 3):
+        m.zero_grad()
+        with at.compress("quant:2", m, threads=threads) as c:
+            m(x).sum().backward()
+        assert actc.core.lib.actc_get_threads() == before
+        grads.append([p.grad.clone() for p in m.parameters()])
+    assert all(torch.equal(a, b) for a, b in zip(*grads))

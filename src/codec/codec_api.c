@@ -5,6 +5,7 @@
 #include "codec.h"
 #include "../core/core.h"
 #include <math.h>
+#include <omp.h>
 #include <string.h>
 
 /* The codecs a plan can name, by plan->id_ (0 is "not a plan"). */
@@ -133,6 +134,21 @@ const actc_codec *actc__plan_codec(const actc_codec_plan *p, const char *fn, con
     return g_codecs[p->id_];
 }
 
+/* A plan's own thread count for one call: the calling thread's OpenMP
+ * setting (what its parallel regions use) changed and restored around it,
+ * so other threads and later calls are unaffected. */
+static int threads_enter(const actc_codec_plan *p)
+{
+    if (p->threads <= 0) return 0;
+    const int prev = omp_get_max_threads();
+    omp_set_num_threads(p->threads);
+    return prev;
+}
+static void threads_leave(int prev)
+{
+    if (prev > 0) omp_set_num_threads(prev);
+}
+
 actc_status actc_codec_encode(const actc_codec_plan *plan, const float *x, const uint8_t *sample_bits, void *dst,
                               size_t dst_bytes)
 {
@@ -153,7 +169,9 @@ actc_status actc_codec_encode(const actc_codec_plan *plan, const float *x, const
                                       plan->codec, i, (double)x[i], top);
     }
     const actc_codec_args a = actc__plan_args(plan, sample_bits);
+    const int prev = threads_enter(plan);
     c->encode(&a, x, plan->numel, dst);
+    threads_leave(prev);
     return ACTC_OK;
 }
 
@@ -163,7 +181,9 @@ actc_status actc_codec_decode(const actc_codec_plan *plan, const void *src, size
     if (!c) return actc_last_status();
     if (!dst && plan->numel) return actc_set_error(ACTC_ERR_INVALID, "actc_codec_decode (%s): NULL output", plan->codec);
     const actc_codec_args a = actc__plan_args(plan, NULL);
+    const int prev = threads_enter(plan);
     c->decode(&a, src, plan->numel, dst);
+    threads_leave(prev);
     return ACTC_OK;
 }
 
@@ -179,9 +199,11 @@ actc_status actc_codec_decode_rows(const actc_codec_plan *plan, const void *src,
     if (nrows == 0) return ACTC_OK;
     if (!dst) return actc_set_error(ACTC_ERR_INVALID, "actc_codec_decode_rows (%s): NULL output", plan->codec);
     const actc_codec_args a = actc__plan_args(plan, NULL);
+    const int prev = threads_enter(plan);
     if (plan->ndim > 0)
         c->decode_rows(&a, src, plan->numel, row0, nrows, dst);
     else
         c->decode(&a, src, plan->numel, dst);
+    threads_leave(prev);
     return ACTC_OK;
 }
