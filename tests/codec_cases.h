@@ -7,9 +7,10 @@
 #include <math.h>
 #include <stdlib.h>
 
-enum { IN_RANDOM, IN_ZEROS, IN_CONSTANT, IN_HUGE, IN_NONFINITE, IN_SIGNED_ZEROS, IN_TINY, N_INPUTS };
+enum { IN_RANDOM, IN_ZEROS, IN_CONSTANT, IN_HUGE, IN_NONFINITE, IN_SIGNED_ZEROS, IN_ONLY_ZEROS, IN_TINY, N_INPUTS };
 static const char *const INPUT_NAMES[N_INPUTS] = {"random", "zeros", "constant groups", "huge ranges",
-                                                   "NaN and inf", "signed zeros", "subnormal"};
+                                                   "NaN and inf", "signed zeros", "zeros of both signs",
+                                                   "subnormal"};
 
 static float *make_input(size_t n, int kind)
 {
@@ -23,6 +24,7 @@ static float *make_input(size_t n, int kind)
         case IN_HUGE: x[i] = i % 5 == 0 ? u * 3.0e38f : i % 5 == 1 ? u * 1e-30f : u; break;
         case IN_NONFINITE: x[i] = i % 11 == 3 ? NAN : i % 17 == 5 ? INFINITY : i % 19 == 7 ? -INFINITY : u; break;
         case IN_SIGNED_ZEROS: x[i] = i % 3 == 0 ? 0.0f : i % 3 == 1 ? -0.0f : fabsf(u) * (i % 64 < 32); break;
+        case IN_ONLY_ZEROS: x[i] = (i / 3 + i / 37) % 2 ? -0.0f : 0.0f; break;
         case IN_TINY: x[i] = u * 1e-40f; break;
         default: x[i] = u * (1.0f + (float)(i % 5));
         }

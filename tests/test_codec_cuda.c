@@ -172,6 +172,85 @@ static void dyn8_decode(const uint8_t *payload, const actc__cu_dyn8 *c, float *y
         y[i] = c->map[payload[4 * c->nb + i]] * actc__bits_float(get_le32(payload + 4 * (i / c->B)));
 }
 
+/* DIVISION's kernels: a CUDA block of DIVB threads per plane; thread t
+ * takes blocks t, t + DIVB, ...; warp w tiles w, w + DIVB / 32, ...; thread
+ * 0 folds every thread's picks, in thread order. */
+#define DIVB 128
+static void division_encode(const float *x, const actc__cu_division *d, uint8_t *payload)
+{
+    const actc__div_view *v = &d->v;
+    const size_t P = v->S * v->C;
+    uint16_t *lfc = (uint16_t *)(void *)(payload + P * v->meta_sz);
+    uint8_t *codes = payload + P * (v->meta_sz + v->lfc_sz);
+    const int small = v->M <= ACTC_DIV_STACK_PLANE;
+    float *r = malloc(ACTC_DIV_TILE * sizeof *r);
+    assert_non_null(r);
+    for (size_t p = 0; p < P; p++) {
+        const size_t base = actc__div_plane_base(v, p);
+        uint16_t *pl = lfc + p * v->nb;
+        actc__div_pick mn[DIVB], mx[DIVB];
+        for (int t = 0; t < DIVB; t++) mn[t] = actc__div_pick_none(1), mx[t] = actc__div_pick_none(0);
+        if (small && v->nb == 1) {
+            pl[0] = actc__div_single(v, x, 0, base, &mn[0].v, &mx[0].v);
+            mn[0].i = mx[0].i = 0;
+        } else {
+            for (size_t b = 0; b < v->nb; b++) {
+                float lo, hi;
+                pl[b] = actc__div_block_mean(v, x, 0, base, b, &lo, &hi);
+                if (small) actc__div_pick_min(&mn[b % DIVB], lo, b), actc__div_pick_max(&mx[b % DIVB], hi, b);
+            }
+            for (size_t t = 0; !small && t < actc__div_tiles(v); t++) {
+                const size_t t0 = t * ACTC_DIV_TILE, len = actc__div_min(ACTC_DIV_TILE, v->M - t0);
+                for (size_t u = 0; u < len; u++) r[u] = actc__div_residual(v, x, 0, base, pl, t0 + u);
+                float a, b;
+                warp_minmax(r, len, &a, &b);
+                const size_t lane0 = t % (DIVB / LANES) * LANES;
+                actc__div_pick_min(&mn[lane0], a, t), actc__div_pick_max(&mx[lane0], b, t);
+            }
+        }
+        for (int t = 1; t < DIVB; t++) {
+            actc__div_pick_min(&mn[0], mn[t].v, mn[t].i);
+            actc__div_pick_max(&mx[0], mx[t].v, mx[t].i);
+        }
+        if (v->mode == ACTC_DIV_LFC_ONLY) continue;
+        uint8_t *meta = payload + p * ACTC_QUANT_META;
+        actc__quant_meta_of(mn[0].v, mx[0].v, v->q, meta);
+        const actc__qparams qp = actc__quant_params_of(meta, v->q);
+        for (size_t c = 0; 8 * c < v->M; c++) {
+            int m;
+            const uint64_t w = actc__div_chunk_codes(v, x, 0, base, pl, c, qp, d->seed + (uint32_t)(p * v->M), &m);
+            for (size_t k = 0; k < actc__quant_run_bytes((size_t)m, v->q); k++)
+                codes[p * v->code_sz + c * (size_t)v->q + k] = (uint8_t)(w >> (8 * k));
+        }
+    }
+    free(r);
+}
+
+static void division_decode(const uint8_t *payload, const actc__cu_division *d, float *y)
+{
+    const actc__div_view *v = &d->v;
+    const size_t P = v->S * v->C;
+    const uint16_t *lfc = (const uint16_t *)(const void *)(payload + P * v->meta_sz);
+    const uint8_t *codes = payload + P * (v->meta_sz + v->lfc_sz);
+    for (size_t p = 0; p < P; p++) {
+        const size_t base = actc__div_plane_base(v, p);
+        actc__qparams qp = {0.0f, 0.0f, 0.0f, v->q};
+        if (v->mode != ACTC_DIV_LFC_ONLY) qp = actc__quant_params_of(payload + p * ACTC_QUANT_META, v->q);
+        for (size_t c0 = 0; c0 < v->M; c0 += 8) {
+            const int m = v->M - c0 < 8 ? (int)(v->M - c0) : 8;
+            uint64_t w = 0;
+            if (v->mode != ACTC_DIV_LFC_ONLY) {
+                for (size_t k = 0; k < actc__quant_run_bytes((size_t)m, v->q); k++)
+                    w |= (uint64_t)codes[p * v->code_sz + c0 / 8 * (size_t)v->q + k] << (8 * k);
+                w = actc__spread8(w, v->q);
+            }
+            for (int k = 0; k < m; k++)
+                y[base + (c0 + (size_t)k) * v->stride] =
+                    actc__div_decoded(v, lfc + p * v->nb, c0 + (size_t)k, (unsigned)(w >> (8 * k)) & 0xFFu, qp);
+        }
+    }
+}
+
 static void mask_encode(const float *x, size_t n, uint8_t *payload)
 {
     for (size_t k = 0; k < (n + 7) / 8; k++) {
@@ -194,13 +273,9 @@ static void replay(const actc_codec_plan *p, const float *x, const uint8_t *sbit
         dyn8_encode(x, &d, payload);
         dyn8_decode(payload, &d, y);
     } else if (strncmp(p->codec, "division", 8) == 0) {
-        /* The kernels' own per-plane functions, run here. */
         const actc__cu_division d = actc__cu_division_of(p);
-        const size_t P = d.v.S * d.v.C;
-        uint16_t *lfc = (uint16_t *)(void *)(payload + P * d.v.meta_sz);
-        uint8_t *codes = payload + P * (d.v.meta_sz + d.v.lfc_sz);
-        for (size_t pl = 0; pl < P; pl++) actc__div_encode_plane(&d.v, x, 0, pl, d.seed, payload, lfc, codes);
-        for (size_t pl = 0; pl < P; pl++) actc__div_decode_plane(&d.v, payload, lfc, codes, pl, y, 0);
+        division_encode(x, &d, payload);
+        division_decode(payload, &d, y);
     } else if (strcmp(p->codec, "mask") == 0) {
         mask_encode(x, n, payload);
         for (size_t i = 0; i < n; i++) y[i] = (float)((payload[i / 8] >> (i % 8)) & 1u);

@@ -70,7 +70,7 @@ extern const actc_codec actc_codec_quant_tensor;
  * along axis 1 instead ([S, T, C...]: tokens, one map per sample and
  * feature).  The payload's layout and byte count are in codec_division.c. */
 extern const actc_codec actc_codec_division;
-enum { ACTC_DIV_FULL = 0, ACTC_DIV_LFC_ONLY = 1, ACTC_DIV_HFC_ONLY = 2 };
+/* ACTC_DIV_FULL / _LFC_ONLY / _HFC_ONLY: codec_math.h */
 /* bitsandbytes-style 4-bit block-wise quantizer (codec_block4.c), AGoQ's
  * activation format.  The flattened tensor is cut into blocks of
  * args->group elements (0 means ACTC_B4_BLOCK; a power of two from

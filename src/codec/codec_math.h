@@ -331,6 +331,9 @@ ACTC_HD uint8_t actc__dyn8_search(float t, const float mid[255])
 /* DIVISION's dual-precision codec (codec_division.c)                        */
 /* ------------------------------------------------------------------------ */
 
+/* iparam[1] of DIVISION's codec (codec.h): both parts, or one alone. */
+enum { ACTC_DIV_FULL = 0, ACTC_DIV_LFC_ONLY = 1, ACTC_DIV_HFC_ONLY = 2 };
+
 /* A tensor as DIVISION sees it (codec_division.c computes it from the
  * codec's arguments, actc__division_view). */
 typedef struct {

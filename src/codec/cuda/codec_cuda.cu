@@ -28,6 +28,8 @@
 /* With DT a constant, the shared loaders' dtype branches fold away. */
 template <int DT> __device__ __forceinline__ float ld(const void *x, size_t i) { return actc__load_dt(x, DT, i); }
 template <int DT> __device__ __forceinline__ void st(void *y, size_t i, float v) { actc__store_dt(y, DT, i, v); }
+/* With dt a kernel argument (DIVISION's kernels, one version for all). */
+__device__ __forceinline__ void st_dt(void *y, int dt, size_t i, float v) { actc__store_dt(y, dt, i, v); }
 
 /* The launch of kernel K<dt> (dt 0..2: float32, bfloat16, float16). */
 #define LAUNCH_DT(dt, K, grid, stream, ...)                                                            \
@@ -248,30 +250,115 @@ template <int DT> __global__ void dyn8_decode_k(const uint8_t *payload, actc__cu
 }
 
 /* ------------------------------------------------------------------------ */
-/* DIVISION: one thread per plane (division_plane.h)                          */
+/* DIVISION: a CUDA block per plane (division_plane.h's units)               */
 /* ------------------------------------------------------------------------ */
 
-/* Small CUDA blocks: a tensor has only thousands of planes, and they should
- * spread over every SM rather than fill a few. */
-#define DIV_THREADS 64
-#define DIV_LOOP(p, units)                                                                             \
-    for (size_t p = (size_t)blockIdx.x * DIV_THREADS + threadIdx.x; p < (units);                       \
-         p += (size_t)gridDim.x * DIV_THREADS)
+#define DIVB 128 /* threads per plane */
 
 static __global__ void division_encode_k(const void *__restrict__ x, int dt, actc__cu_division d, uint8_t *payload)
 {
-    const size_t P = d.v.S * d.v.C;
-    uint16_t *lfc = (uint16_t *)(payload + P * d.v.meta_sz);
-    uint8_t *codes = payload + P * (d.v.meta_sz + d.v.lfc_sz);
-    DIV_LOOP(p, P) actc__div_encode_plane(&d.v, x, dt, p, d.seed, payload, lfc, codes);
+    const actc__div_view *v = &d.v;
+    const size_t P = v->S * v->C;
+    uint16_t *lfc = (uint16_t *)(payload + P * v->meta_sz);
+    uint8_t *codes = payload + P * (v->meta_sz + v->lfc_sz);
+    __shared__ actc__div_pick s_mn[DIVB], s_mx[DIVB];
+    __shared__ float s_range[2];
+    const int tid = (int)threadIdx.x, lane = tid % WARP, warp = tid / WARP;
+    const int small = v->M <= ACTC_DIV_STACK_PLANE;
+    for (size_t p = blockIdx.x; p < P; p += gridDim.x) {
+        const size_t base = actc__div_plane_base(v, p);
+        uint16_t *pl = lfc + p * v->nb;
+        actc__div_pick mn = actc__div_pick_none(1), mx = actc__div_pick_none(0);
+        if (small && v->nb == 1) {
+            if (tid == 0) {
+                pl[0] = actc__div_single(v, x, dt, base, &mn.v, &mx.v);
+                mn.i = mx.i = 0;
+            }
+        } else {
+            /* The means, a block per thread; a small plane's range from the
+             * blocks, a long plane's from the residual over tiles, a tile
+             * per warp once every mean is written. */
+            for (size_t b = (size_t)tid; b < v->nb; b += DIVB) {
+                float lo, hi;
+                pl[b] = actc__div_block_mean(v, x, dt, base, b, &lo, &hi);
+                if (small) actc__div_pick_min(&mn, lo, b), actc__div_pick_max(&mx, hi, b);
+            }
+            if (!small) {
+                __syncthreads();
+                for (size_t t = (size_t)warp; t < actc__div_tiles(v); t += DIVB / WARP) {
+                    const size_t t0 = t * ACTC_DIV_TILE, len = actc__div_min(ACTC_DIV_TILE, v->M - t0);
+                    const size_t rows = len / WARP * WARP;
+                    float a = INFINITY, b = -INFINITY;
+                    for (size_t u = (size_t)lane; u < rows; u += WARP)
+                        actc__minmax_step(actc__div_residual(v, x, dt, base, pl, t0 + u), &a, &b);
+                    if (lane == 0)
+                        for (size_t u = rows; u < len; u++)
+                            actc__minmax_step(actc__div_residual(v, x, dt, base, pl, t0 + u), &a, &b);
+                    for (int w = WARP / 2; w > 0; w /= 2) {
+                        const float oa = __shfl_down_sync(FULL_MASK, a, w), ob = __shfl_down_sync(FULL_MASK, b, w);
+                        actc__minmax_merge(oa, ob, &a, &b);
+                    }
+                    if (lane == 0) actc__div_pick_min(&mn, a, t), actc__div_pick_max(&mx, b, t);
+                }
+            }
+        }
+        s_mn[tid] = mn;
+        s_mx[tid] = mx;
+        __syncthreads();
+        if (tid == 0) {
+            for (int k = 1; k < DIVB; k++) {
+                actc__div_pick_min(&mn, s_mn[k].v, s_mn[k].i);
+                actc__div_pick_max(&mx, s_mx[k].v, s_mx[k].i);
+            }
+            s_range[0] = mn.v;
+            s_range[1] = mx.v;
+        }
+        __syncthreads();
+        if (v->mode != ACTC_DIV_LFC_ONLY) {
+            uint8_t meta[ACTC_QUANT_META];
+            actc__quant_meta_of(s_range[0], s_range[1], v->q, meta);
+            if (tid == 0)
+                for (int k = 0; k < ACTC_QUANT_META; k++) payload[p * ACTC_QUANT_META + k] = meta[k];
+            const actc__qparams qp = actc__quant_params_of(meta, v->q);
+            const uint32_t seed = d.seed + (uint32_t)(p * v->M);
+            uint8_t *pc = codes + p * v->code_sz;
+            for (size_t c = (size_t)tid; 8 * c < v->M; c += DIVB) {
+                int m;
+                const uint64_t w = actc__div_chunk_codes(v, x, dt, base, pl, c, qp, seed, &m);
+                for (size_t k = 0; k < actc__quant_run_bytes((size_t)m, v->q); k++)
+                    pc[c * (size_t)v->q + k] = (uint8_t)(w >> (8 * k));
+            }
+        }
+        __syncthreads(); /* s_mn, s_range: the next plane's */
+    }
 }
 
 static __global__ void division_decode_k(const uint8_t *payload, actc__cu_division d, void *__restrict__ y, int dt)
 {
-    const size_t P = d.v.S * d.v.C;
-    const uint16_t *lfc = (const uint16_t *)(payload + P * d.v.meta_sz);
-    const uint8_t *codes = payload + P * (d.v.meta_sz + d.v.lfc_sz);
-    DIV_LOOP(p, P) actc__div_decode_plane(&d.v, payload, lfc, codes, p, y, dt);
+    const actc__div_view *v = &d.v;
+    const size_t P = v->S * v->C;
+    const uint16_t *lfc = (const uint16_t *)(payload + P * v->meta_sz);
+    const uint8_t *codes = payload + P * (v->meta_sz + v->lfc_sz);
+    for (size_t p = blockIdx.x; p < P; p += gridDim.x) {
+        const size_t base = actc__div_plane_base(v, p);
+        const uint16_t *pl = lfc + p * v->nb;
+        actc__qparams qp = {0.0f, 0.0f, 0.0f, v->q};
+        if (v->mode != ACTC_DIV_LFC_ONLY) qp = actc__quant_params_of(payload + p * ACTC_QUANT_META, v->q);
+        const uint8_t *pc = codes + p * v->code_sz;
+        for (size_t c = threadIdx.x; 8 * c < v->M; c += DIVB) {
+            const size_t c0 = 8 * c;
+            const int m = v->M - c0 < 8 ? (int)(v->M - c0) : 8;
+            uint64_t w = 0;
+            if (v->mode != ACTC_DIV_LFC_ONLY) {
+                for (size_t k = 0; k < actc__quant_run_bytes((size_t)m, v->q); k++)
+                    w |= (uint64_t)pc[c * (size_t)v->q + k] << (8 * k);
+                w = actc__spread8(w, v->q);
+            }
+            for (int k = 0; k < m; k++)
+                st_dt(y, dt, base + (c0 + (size_t)k) * v->stride,
+                      actc__div_decoded(v, pl, c0 + (size_t)k, (unsigned)(w >> (8 * k)) & 0xFFu, qp));
+        }
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -361,15 +448,13 @@ int actc__cu_dyn8_decode(const uint8_t *payload, const actc__cu_dyn8 *d, void *y
 
 int actc__cu_division_encode(const void *x, int dt, const actc__cu_division *d, uint8_t *payload, void *stream)
 {
-    division_encode_k<<<grid_of(d->v.S * d->v.C, DIV_THREADS), DIV_THREADS, 0, (cudaStream_t)stream>>>(x, dt, *d,
-                                                                                                       payload);
+    division_encode_k<<<grid_of(d->v.S * d->v.C, 1), DIVB, 0, (cudaStream_t)stream>>>(x, dt, *d, payload);
     return (int)cudaGetLastError();
 }
 
 int actc__cu_division_decode(const uint8_t *payload, const actc__cu_division *d, void *y, int dt, void *stream)
 {
-    division_decode_k<<<grid_of(d->v.S * d->v.C, DIV_THREADS), DIV_THREADS, 0, (cudaStream_t)stream>>>(payload, *d, y,
-                                                                                                       dt);
+    division_decode_k<<<grid_of(d->v.S * d->v.C, 1), DIVB, 0, (cudaStream_t)stream>>>(payload, *d, y, dt);
     return (int)cudaGetLastError();
 }
 
