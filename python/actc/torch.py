@@ -201,10 +201,35 @@ class compress:
             return t.is_leaf and t.requires_grad
         return t.data_ptr() in self._params
 
+    # Autograd nodes of a copy or a view: a parameter seen through them is
+    # still a parameter (autocast's cached bfloat16 weight, its transpose).
+    _COPIES = {"ToCopyBackward0", "TBackward0", "TransposeBackward0", "ViewBackward0", "UnsafeViewBackward0",
+               "PermuteBackward0", "ExpandBackward0", "CloneBackward0", "AliasBackward0", "ReshapeAliasBackward0"}
+
+    def _is_param_copy(self, t):
+        """t is a parameter through copies and views alone (autocast's
+        weight casts): kept like the parameter, never quantized as if it
+        were the layer's input."""
+        fn = t.grad_fn
+        for _ in range(6):
+            if fn is None:
+                return False
+            name = type(fn).__name__
+            if name == "AccumulateGrad":
+                return self._is_param(fn.variable)
+            if name not in self._COPIES:
+                return False
+            nxt = [f for f, _ in fn.next_functions if f is not None]
+            if len(nxt) != 1:
+                return False
+            fn = nxt[0]
+        return False
+
     def _pack(self, t):
         if t.dtype == torch.bool:
             return self._pack_codec(t, "mask")
-        if not t.is_floating_point() or self._is_statistic(t) or self._is_param(t) or t.numel() == 0:
+        if not t.is_floating_point() or self._is_statistic(t) or self._is_param(t) or t.numel() == 0 \
+                or self._is_param_copy(t):
             if t.is_floating_point() and t.dim() >= 2:
                 check_device(t)  # a build without CUDA says so, not a silent pass
             kept = _Kept(t)

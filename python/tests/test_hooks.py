@@ -275,3 +275,47 @@ def test_threads_per_call():
         assert actc.core.lib.actc_get_threads() == before
         grads.append([p.grad.clone() for p in m.parameters()])
     assert all(torch.equal(a, b) for a, b in zip(*grads))
+
+
+def test_autocast_weight_copies_kept():
+    """Under autocast a linear layer saves a bfloat16 copy of its weight
+    (transposed): kept like the parameter, never quantized as if it were the
+    layer's input; the activations are quantized from their bfloat16."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 4))
+    x = torch.randn(8, 16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        with at.compress("quant:2", m) as c:
+            m(x).float().sum().backward()
+    saved = c.saved()
+    assert [s for s in saved if s[1] == "kept"] == [("2", "kept", (32, 4), 32 * 4 * 2)], saved
+    assert all(s[2][0] == 8 for s in saved if s[1] == "quant:2"), saved
+    assert all(torch.isfinite(p.grad).all() for p in m.parameters())
+
+
+def test_sample_ranges_plan_like_values():
+    """The per-sample ranges the package computes where a tensor lives
+    (actc.core.sample_range_sq, for CUDA tensors; run here on the CPU)
+    give the planner the widths it chooses from the values themselves."""
+    import ctypes
+    from actc._lib import CodecPlan, SaveQuery, ROLE_LINEAR_IN, check, lib
+    torch.manual_seed(3)
+    x = torch.randn(8, 3, 17, 19) * torch.arange(1, 9, dtype=torch.float32).view(8, 1, 1, 1)
+    x[2, 0, 0, :5] = float("nan")
+    widths = []
+    for from_values in (True, False):
+        p = actc.core.Planner("actnn:L3")
+        shape = (ctypes.c_int * 4)(*x.shape)
+        q = SaveQuery()
+        q.scope, q.index, q.ndim, q.shape, q.step = b"l", 0, 4, shape, 0
+        q.role.role = ROLE_LINEAR_IN
+        if from_values:
+            q.data = x.data_ptr()
+        else:
+            r = actc.core.sample_range_sq(x)
+            ranges = (ctypes.c_double * 8)(*r.tolist())
+            q.sample_range_sq = ctypes.cast(ranges, ctypes.POINTER(ctypes.c_double))
+        plan, bits = CodecPlan(), (ctypes.c_uint8 * 8)()
+        check(lib.actc_planner_plan(p._h, ctypes.byref(q), ctypes.byref(plan), bits))
+        widths.append(list(bits))
+    assert widths[0] == widths[1] and len(set(widths[0])) > 1, widths

@@ -210,7 +210,7 @@ static float time_ms(cudaStream_t stream, int reps, const actc_codec_plan *p, co
 static void throughput(cudaStream_t stream)
 {
     const char *specs[] = {"quant:1", "quant:2", "quant:4", "quant:8", "nf4", "fp4", "e2m1",
-                           "nf4,round=stochastic", "dyn8", "mask", "bf16", "fp32"};
+                           "nf4,round=stochastic", "dyn8", "division", "mask", "bf16", "fp32"};
     const size_t mib[2] = {64, 256};
     for (int s = 0; s < 2; s++) {
         const size_t n = mib[s] << 18; /* floats */
