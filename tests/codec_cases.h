@@ -53,6 +53,7 @@ static const cuda_case CASES[] = {
     {"division:q=4", 4, {1, 2, 70, 90}, 0}, {"division:lfc-only", 4, {3, 4, 9, 9}, 0},
     {"division:lfc-only", 4, {1, 1, 81, 81}, 0}, {"division:b=2,q=1", 2, {5, 4097}, 0},
     {"division:b=32", 2, {6, 30}, 0},      {"division:b=64,q=5", 2, {5, 50}, 0},
+    {"division:b=128", 4, {1, 2, 80, 80}, 0},
     {"mask", 2, {7, 333}, 0},             {"bf16", 2, {7, 333}, 0},           {"fp32", 1, {1001}, 0},
 };
 #endif
