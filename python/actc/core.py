@@ -35,7 +35,7 @@ def check_device(t):
                         "nvcc is installed)")
 
 
-def as_float32(t):
+def codec_input(t):
     """t's values as a contiguous tensor for the codecs: float32 on the CPU
     (t itself when it is one already); on a GPU float32, bfloat16 or
     float16 as t is (others become float32), aligned to its element.
@@ -74,7 +74,7 @@ def plan(codec, shape, key=0, sample_bits=None):
 
 
 def encode_into(p, x, sample_bits=None):
-    """Encode contiguous x (as_float32's) with plan p into a new uint8
+    """Encode contiguous x (codec_input's) with plan p into a new uint8
     tensor on x's device."""
     out = torch.empty(p.bytes, dtype=torch.uint8, device=x.device)
     if x.is_cuda:
@@ -124,7 +124,7 @@ def sample_range_sq(x, group=256):
 def encode(t, codec, key=0):
     """(plan, payload) of tensor t through codec spec `codec`: the public
     codec API on torch tensors."""
-    x = as_float32(t)
+    x = codec_input(t)
     p = plan(codec, tuple(x.shape), key)
     return p, encode_into(p, x)
 
@@ -148,7 +148,7 @@ class Planner:
             self._h = None
 
     def plan(self, x, scope, index, role, step):
-        """(plan, sample_bits) for contiguous x (as_float32's); sample_bits is a
+        """(plan, sample_bits) for contiguous x (codec_input's); sample_bits is a
         ctypes array when the plan uses per-sample widths, else None."""
         shape = _shape_array(x.shape)
         q = SaveQuery()

@@ -36,7 +36,7 @@ import torch.nn as nn
 
 from . import _lib
 from .compact import compact  # noqa: F401  (actc.torch.compact)
-from .core import Planner, as_float32, check_device, decode, encode_into, plan as codec_plan
+from .core import Planner, check_device, codec_input, decode, encode_into, plan as codec_plan
 
 # The layer name of saves made outside the model's modules.
 OUTSIDE = "(outside)"
@@ -296,7 +296,7 @@ class compress:
         hit = self._lookup(key)
         if hit is not None:
             return hit
-        x = as_float32(t)
+        x = codec_input(t)
         p = codec_plan(codec, tuple(x.shape))
         p.threads = self._threads()
         k = self._new_packed(t, p, encode_into(p, x), self._where()[0])
@@ -309,7 +309,7 @@ class compress:
         hit = self._lookup(key)
         if hit is not None:
             return hit
-        x = as_float32(t)
+        x = codec_input(t)
         shape = self._sample_shape(x, module)
         if shape != tuple(x.shape):
             x = x.view(shape)

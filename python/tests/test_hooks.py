@@ -61,9 +61,9 @@ def test_codecs_on_tensors():
     with pytest.raises(actc.ActcError, match="bad codec .quant:2x.: quant takes"):
         actc.core.encode(x, "quant:2x")
     with pytest.raises(actc.ActcError, match="actc has CPU and CUDA codecs"):
-        actc.core.as_float32(torch.empty(2, 2, device="meta"))
+        actc.core.codec_input(torch.empty(2, 2, device="meta"))
     with pytest.raises(actc.ActcError, match="floating or boolean"):
-        actc.core.as_float32(torch.zeros(2, 2, dtype=torch.int32))
+        actc.core.codec_input(torch.zeros(2, 2, dtype=torch.int32))
 
 
 def test_8_bits_close_to_fp32():

@@ -31,7 +31,8 @@ template <int DT> __device__ __forceinline__ void st(void *y, size_t i, float v)
 /* With dt a kernel argument (DIVISION's kernels, one version for all). */
 __device__ __forceinline__ void st_dt(void *y, int dt, size_t i, float v) { actc__store_dt(y, dt, i, v); }
 
-/* The launch of kernel K<dt> (dt 0..2: float32, bfloat16, float16). */
+/* A launcher's body: kernel K<dt> (dt 0..2: float32, bfloat16, float16)
+ * launched, and the launch's error returned. */
 #define LAUNCH_DT(dt, K, grid, stream, ...)                                                            \
     do {                                                                                               \
         cudaStream_t s_ = (cudaStream_t)(stream);                                                      \
@@ -41,6 +42,7 @@ __device__ __forceinline__ void st_dt(void *y, int dt, size_t i, float v) { actc
         case 2: K<2><<<(grid), THREADS, 0, s_>>>(__VA_ARGS__); break;                                 \
         default: return (int)cudaErrorInvalidValue;                                                    \
         }                                                                                              \
+        return (int)cudaGetLastError();                                                                \
     } while (0)
 
 static unsigned grid_of(size_t units, size_t per_block)
@@ -413,37 +415,31 @@ extern "C" {
 int actc__cu_quant_encode(const void *x, int dt, const actc__cu_quant *q, uint8_t *payload, void *stream)
 {
     LAUNCH_DT(dt, quant_encode_k, warp_grid(q->N * q->gps), stream, x, *q, payload);
-    return (int)cudaGetLastError();
 }
 
 int actc__cu_quant_decode(const uint8_t *payload, const actc__cu_quant *q, void *y, int dt, void *stream)
 {
     LAUNCH_DT(dt, quant_decode_k, warp_grid(q->N * q->gps), stream, payload, *q, y);
-    return (int)cudaGetLastError();
 }
 
 int actc__cu_block4_encode(const void *x, int dt, const actc__cu_block4 *b, uint8_t *payload, void *stream)
 {
     LAUNCH_DT(dt, block4_encode_k, warp_grid(b->nb), stream, x, *b, payload);
-    return (int)cudaGetLastError();
 }
 
 int actc__cu_block4_decode(const uint8_t *payload, const actc__cu_block4 *b, void *y, int dt, void *stream)
 {
     LAUNCH_DT(dt, block4_decode_k, thread_grid((b->n + 1) / 2), stream, payload, *b, y);
-    return (int)cudaGetLastError();
 }
 
 int actc__cu_dyn8_encode(const void *x, int dt, const actc__cu_dyn8 *d, uint8_t *payload, void *stream)
 {
     LAUNCH_DT(dt, dyn8_encode_k, warp_grid(d->nb), stream, x, *d, payload);
-    return (int)cudaGetLastError();
 }
 
 int actc__cu_dyn8_decode(const uint8_t *payload, const actc__cu_dyn8 *d, void *y, int dt, void *stream)
 {
     LAUNCH_DT(dt, dyn8_decode_k, thread_grid(d->n), stream, payload, *d, y);
-    return (int)cudaGetLastError();
 }
 
 int actc__cu_division_encode(const void *x, int dt, const actc__cu_division *d, uint8_t *payload, void *stream)
@@ -461,36 +457,30 @@ int actc__cu_division_decode(const uint8_t *payload, const actc__cu_division *d,
 int actc__cu_mask_encode(const void *x, int dt, size_t n, uint8_t *payload, void *stream)
 {
     LAUNCH_DT(dt, mask_encode_k, thread_grid((n + 7) / 8), stream, x, n, payload);
-    return (int)cudaGetLastError();
 }
 
 int actc__cu_mask_decode(const uint8_t *payload, size_t n, void *y, int dt, void *stream)
 {
     LAUNCH_DT(dt, mask_decode_k, thread_grid((n + 7) / 8), stream, payload, n, y);
-    return (int)cudaGetLastError();
 }
 
 int actc__cu_bf16_encode(const void *x, int dt, size_t n, uint8_t *payload, void *stream)
 {
     LAUNCH_DT(dt, bf16_encode_k, thread_grid(n), stream, x, n, payload);
-    return (int)cudaGetLastError();
 }
 
 int actc__cu_bf16_decode(const uint8_t *payload, size_t n, void *y, int dt, void *stream)
 {
     LAUNCH_DT(dt, bf16_decode_k, thread_grid(n), stream, payload, n, y);
-    return (int)cudaGetLastError();
 }
 
 int actc__cu_fp32_encode(const void *x, int dt, size_t n, uint8_t *payload, void *stream)
 {
     LAUNCH_DT(dt, fp32_encode_k, thread_grid(n), stream, x, n, payload);
-    return (int)cudaGetLastError();
 }
 
 int actc__cu_fp32_decode(const uint8_t *payload, size_t n, void *y, int dt, void *stream)
 {
     LAUNCH_DT(dt, fp32_decode_k, thread_grid(n), stream, payload, n, y);
-    return (int)cudaGetLastError();
 }
 }
