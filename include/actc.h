@@ -852,6 +852,38 @@ ACTC_API actc_status actc_backward(actc_ctx *ctx, actc_tensor *loss);
 /* As actc_backward with dloss = scale: the gradients of scale * loss are
  * added to the parameters' (a micro-batch's share of a larger batch). */
 ACTC_API actc_status actc_backward_scaled(actc_ctx *ctx, actc_tensor *loss, float scale);
+/* Backward from y, a tensor the tape recorded (a pipeline stage's output),
+ * with dy (y's shape) as its gradient (what the next stage sent back):
+ * otherwise as actc_backward (gradients into the parameters and into any
+ * tensor with requires_grad that fed the tape, such as the stage's input;
+ * the tape and the store cleared, the step advanced). */
+ACTC_API actc_status actc_backward_from(actc_ctx *ctx, actc_tensor *y, const actc_tensor *dy);
+
+/* Several micro-batches in flight on one context (pipeline schedules run
+ * other micro-batches' forwards before a micro-batch's backward).
+ * actc_ctx_park takes the tape recorded since the context's last park,
+ * resume or backward, with what keys its saves (step, micro-batch and the
+ * save counts that make stable keys), off the context as a frame; its
+ * saves stay in the store (and in its statistics: the context held is
+ * every frame's).  The context then records afresh.  actc_ctx_resume puts
+ * a frame back as the tape (the context's own tape must be empty: park or
+ * run it first) and frees the frame; its backward then runs as if no other
+ * micro-batch had been recorded.  actc_frame_drop frees a frame and its
+ * saves without backward (after an error).  A frame belongs to the context
+ * that parked it and must be resumed or dropped before the context is
+ * freed.  Parking inside a scope or a segment's forward is ACTC_ERR_STATE. */
+typedef struct actc_frame actc_frame;
+ACTC_API actc_status actc_ctx_park(actc_ctx *ctx, actc_frame **out);
+ACTC_API actc_status actc_ctx_resume(actc_ctx *ctx, actc_frame *f);
+ACTC_API void actc_frame_drop(actc_ctx *ctx, actc_frame *f);
+/* The context as a pipeline stage that holds at most `held` micro-batches
+ * at once when the fullest stage holds held_max (the trainer sets it from
+ * its schedule, actc_pipe_ops): policies that compensate the stages
+ * holding fewer (agoq:dbca) read it.  0, 0: not a stage (the default). */
+ACTC_API actc_status actc_ctx_set_stage(actc_ctx *ctx, int held, int held_max);
+/* The bits the context's policy gives the compressed saves of such a stage
+ * (agoq:dbca: 4 to 8); 0 for a policy that does not compensate. */
+ACTC_API int actc_ctx_stage_bits(const actc_ctx *ctx, int held, int held_max);
 /* Micro-batch k of the current step draws random streams (dropout,
  * stochastic rounding) of its own; 0, the default, is the step's own
  * streams.  actc_ctx_set_step resets it to 0. */
@@ -864,7 +896,8 @@ ACTC_API void actc_ctx_set_substep(actc_ctx *ctx, uint32_t k);
  * removes the callback. */
 typedef actc_status (*actc_grad_ready_fn)(actc_ctx *ctx, actc_tensor *param, void *user);
 ACTC_API void actc_ctx_on_grad_complete(actc_ctx *ctx, actc_grad_ready_fn fn, void *user);
-/* Drop the tape and the store without a backward pass (after an error). */
+/* Drop the tape and the store without a backward pass (after an error);
+ * with frames parked, the saves they hold stay. */
 ACTC_API void actc_ctx_reset(actc_ctx *ctx);
 /* Number of nodes currently on the tape. */
 ACTC_API int actc_tape_size(const actc_ctx *ctx);
@@ -1519,6 +1552,15 @@ ACTC_API void actc_controller_free(actc_controller *c);
  * first when due).  The optimizer step is the caller's, after this returns.
  * The context's step number is the same for every pass and advances once. */
 ACTC_API actc_status actc_controller_iterate(actc_controller *c, actc_fwdbwd_fn fn, void *user);
+/* The controller of pipeline stage `stage` of `stages`, each holding part
+ * of the model: the sensitivity passes run on every stage together (as
+ * many as all stages' tensors, pass j perturbing the j-th of them on its
+ * own stage), the gradients' change and the variances summed over the
+ * stages with sum (blocking, n doubles).  Each stage then allocates bits
+ * among its own tensors.  The trainer sets it (actc_trainer_set_pipe);
+ * stages 1: alone. */
+ACTC_API actc_status actc_controller_set_stages(actc_controller *c, int stage, int stages,
+                                               actc_status (*sum)(double *v, int n, void *user), void *user);
 /* 1 if the last iterate measured sensitivities and re-allocated bits. */
 ACTC_API int actc_controller_adapted(const actc_controller *c);
 /* The variance alert: a message with the numbers and the advice to raise
@@ -1554,6 +1596,15 @@ typedef struct {
     int context;       /* maximum sequence length (positions)              */
     int vocab;         /* vocabulary size (256 for byte-level text)        */
     int attention;     /* ACTC_ATTN_FLASH (default) or ACTC_ATTN_NAIVE     */
+    /* A pipeline stage's part of a transformer: blocks [first_block,
+     * first_block + n_blocks), with the embedding when first_block is 0 and
+     * the final norm and head when the run ends at the last block (a tied
+     * head keeps its own copy of the token embedding, "wte").  Only those
+     * parameters are kept, under the whole model's names and with its
+     * initial values.  A part without the embedding takes the hidden
+     * states [B, T, width] as its input (actc_batch.x), one without the
+     * head returns them.  n_blocks 0: the whole model. */
+    int first_block, n_blocks;
 } actc_model_opts;
 
 /* Default options (1x28x28 input, 10 classes). */
@@ -1629,7 +1680,9 @@ ACTC_API actc_status actc_model_custom(const char *name, actc_tensor *const *par
 /* 1 for a model made by actc_model_custom. */
 ACTC_API int actc_model_is_custom(const actc_model *m);
 /* The logits (or a user model's loss) for batch b: x for image models, ids
- * for language models, the user's forward for a custom one. */
+ * for language models, the user's forward for a custom one.  A part of a
+ * transformer (actc_model_opts.n_blocks) reads x [B, T, width] when it has
+ * no embedding and returns hidden states when it has no head. */
 ACTC_API actc_tensor *actc_model_forward_batch(actc_model *m, actc_ctx *ctx, const actc_batch *b);
 /* Trainable parameters (order is stable). */
 ACTC_API int actc_model_params(actc_model *m, actc_tensor ***out);
@@ -2111,6 +2164,86 @@ typedef struct {
 } actc_trainer_group;
 ACTC_API actc_status actc_trainer_set_group(actc_trainer *t, const actc_trainer_group *g);
 
+/* Pipeline stages: the model is cut into P stages of contiguous blocks
+ * (actc_model_opts.first_block, n_blocks), each trained by its own
+ * process, and every step's micro-batches (actc_trainer_opts.accum, at
+ * least P) flow through them: stage s runs a micro-batch's forward on the
+ * hidden states stage s - 1 sent, sends its own to s + 1, and later runs
+ * its backward from the gradient s + 1 sent back, sending its input's
+ * gradient to s - 1.  The order of a stage's forwards and backwards is a
+ * schedule, as data: */
+typedef enum {
+    ACTC_PIPE_1F1B = 0,   /* one forward, one backward (PipeDream-Flush,
+                             Megatron-LM's default): stage s runs P - 1 - s
+                             forwards first, then alternates, and holds at
+                             most min(P - s, M) micro-batches            */
+    ACTC_PIPE_GPIPE = 1   /* all M forwards, then all M backwards (GPipe):
+                             every stage holds all M                     */
+} actc_pipe_schedule;
+/* One operation of a schedule: the forward or the backward of micro-batch
+ * micro. */
+typedef struct {
+    int backward, micro;
+} actc_pipe_op;
+/* Stage stage's 2 M operations for stages stages and M micro-batches into
+ * ops (2 M entries) and the most micro-batches it holds at once (forwarded,
+ * backward not yet run) into *peak (may be NULL).  Backwards run in
+ * micro-batch order on every stage, as one process accumulates them. */
+ACTC_API actc_status actc_pipe_ops(actc_pipe_schedule schedule, int stage, int stages, int micro, actc_pipe_op *ops,
+                                   int *peak);
+/* How P stages split transformer `name` (gpt, llama and their presets)
+ * under options o: stage s gets blocks [first_block[s], first_block[s] +
+ * n_blocks[s]) (arrays of P), at least one each, the embedding on stage 0
+ * and the final norm and head on stage P - 1 (with a tied head's copy of
+ * the embedding), the largest stage's parameters as few as a contiguous
+ * split allows.  P over the model's blocks is ACTC_ERR_INVALID. */
+ACTC_API actc_status actc_pipe_layout(const char *name, const actc_model_opts *o, int stages, int *first_block,
+                                      int *n_blocks);
+/* The bubble of a schedule: the fraction of a step a stage idles when
+ * every forward and backward of a micro-batch takes the same time, (P - 1)
+ * / (M + P - 1) for 1F1B and GPipe. */
+ACTC_API double actc_pipe_bubble(actc_pipe_schedule schedule, int stages, int micro);
+
+/* The trainer as stage `stage` of `stages` (its model that stage's part),
+ * with a transport of its own (src/dist sets one up over MPI).  Messages:
+ * a micro-batch's hidden states forward and their gradient backward, n
+ * floats each, tagged 2 k (forward) or 2 k + 1 (backward) for micro-batch
+ * k; start begins one (send 1: from buf to stage peer; 0: into buf from
+ * it) and gives a request that wait completes (buf stays the trainer's
+ * until then).  sum adds n doubles over the stages (blocking): the step's
+ * loss and counts (the last stage's), the gradients' squared norm for
+ * clipping.  shared[0..n_shared) are parameters (indices of
+ * actc_model_params) whose gradient is summed with another stage's copy
+ * (a tied embedding) by share, blocking, after backward; shared_counted:
+ * this stage counts them in the norm (exactly one copy must).  Evaluation
+ * runs every batch through the stages.  p NULL or p->stages 1: no
+ * pipeline. */
+typedef struct {
+    int stage, stages;
+    actc_pipe_schedule schedule;
+    actc_status (*start)(int send, float *buf, size_t n, int peer, int tag, void **req, void *user);
+    actc_status (*wait)(void *req, void *user);
+    actc_status (*sum)(double *v, int n, void *user);
+    const int *shared;
+    int n_shared, shared_counted;
+    actc_status (*share)(float *g, size_t n, void *user);
+    void *user;
+} actc_trainer_pipe;
+ACTC_API actc_status actc_trainer_set_pipe(actc_trainer *t, const actc_trainer_pipe *p);
+/* What a pipeline stage measured over the current epoch's steps (reset
+ * when an epoch starts; the controller's measuring passes left out). */
+typedef struct {
+    uint64_t steps;
+    int held_peak;            /* most micro-batches held at once (forward
+                                 run, backward not yet)                      */
+    size_t micro_context;     /* what one micro-batch's forward left in the
+                                 store (the last step's first micro-batch)   */
+    double compute_s;         /* forwards and backwards, waits left out      */
+    double pass_s;            /* the passes' whole time: 1 - compute / pass is
+                                 the stage's idle (bubble) fraction          */
+} actc_pipe_stats;
+ACTC_API void actc_trainer_pipe_stats(const actc_trainer *t, actc_pipe_stats *s);
+
 /* ------------------------------------------------------------------------ */
 /* Data parallelism over MPI (src/dist)                                       */
 /* ------------------------------------------------------------------------ */
@@ -2257,6 +2390,32 @@ typedef struct {
     double total_comm_s, total_exposed_s; /* over all steps                   */
 } actc_dist_stats;
 ACTC_API void actc_dist_get_stats(const actc_dist *d, actc_dist_stats *s);
+
+/* Pipeline stages over MPI.  The N ranks of a handle form a grid of P
+ * stages x N / P replicas: rank r is stage r / (N / P) and replica r %
+ * (N / P).  Each rank builds its stage's part of the model
+ * (actc_pipe_layout, actc_model_opts.first_block and n_blocks), makes a
+ * trainer of it, attaches the stage's replicas handle for data parallelism
+ * when there are several (actc_dist_attach(actc_pipe_replicas(p), t, ...)),
+ * then actc_pipe_attach.  Collective over world (actc_pipe_new) and over
+ * the replica's stages (actc_pipe_attach, every step, evaluation).  N not a
+ * multiple of P is ACTC_ERR_INVALID on every rank. */
+typedef struct actc_pipe actc_pipe;
+ACTC_API actc_status actc_pipe_new(actc_dist *world, int stages, actc_pipe **out);
+ACTC_API void actc_pipe_free(actc_pipe *p);
+ACTC_API int actc_pipe_stage(const actc_pipe *p);
+ACTC_API int actc_pipe_stages(const actc_pipe *p);
+/* Sum v[0..n) over this replica's stages, blocking (every stage calls it:
+ * rank 0 gathers the stages' figures with it, each filling its own). */
+ACTC_API actc_status actc_pipe_sum(actc_pipe *p, double *v, int n);
+/* The handle on this stage's replicas, NULL when the stage has one. */
+ACTC_API actc_dist *actc_pipe_replicas(actc_pipe *p);
+/* Make t (over this stage's part) stage actc_pipe_stage(p) under the
+ * schedule: the trainer's transport over MPI (non-blocking point-to-point
+ * messages on the replica's stages), the parameters the first and last
+ * stage both hold (the tied embedding of gpt) found by name and their
+ * gradients summed between them after backward.  actc_pipe_free detaches. */
+ACTC_API actc_status actc_pipe_attach(actc_pipe *p, actc_trainer *t, actc_pipe_schedule schedule);
 
 /* ------------------------------------------------------------------------ */
 /* Memory report                                                              */

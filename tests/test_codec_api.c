@@ -221,7 +221,7 @@ static void test_same_bytes_as_the_policies(void **state)
             actc_policy *pol;
             assert_int_equal(actc__policy_create(pairs[i].policy, &pol), ACTC_OK);
             const actc_save_role role = {pairs[i].role, 1, 0, 0, 0, 0};
-            actc_save_desc d = {"op", "blocks.0.mlp", 0, 0, 42, ACTC_SAVE_ACT, &role, t, 0, NULL, 0, 1, 1, NULL};
+            actc_save_desc d = {"op", "blocks.0.mlp", 0, 0, 42, ACTC_SAVE_ACT, &role, t, 0, NULL, 0, 1, 1, NULL, 0, 0};
             const actc_codec *codec = NULL;
             actc_codec_args a;
             memset(&a, 0, sizeof a);

@@ -36,6 +36,43 @@ static const char ABOUT[] =
     "pass over the whole graph, an epoch --epoch-steps steps, then validation and\n"
     "test accuracy.";
 
+/* --pipeline and --pipeline-schedule against the model, the ranks and the
+ * other flags: the same verdict on every rank.  0, or exit status 2. */
+static int pipeline_checks(const train_opts *o, int lm, const cli_dist *dist)
+{
+    if (strcmp(o->pipe_schedule, "1f1b") && strcmp(o->pipe_schedule, "gpipe")) {
+        fprintf(stderr, "error: --pipeline-schedule %s: 1f1b or gpipe\n", o->pipe_schedule);
+        return 2;
+    }
+    if (o->pipeline == 1) return 0;
+    if (o->pipeline < 1 || o->pipeline > ACTC_MAX_STAGES) {
+        fprintf(stderr, "error: --pipeline %d: from 1 to %d stages\n", o->pipeline, ACTC_MAX_STAGES);
+        return 2;
+    }
+    if (!lm) {
+        fprintf(stderr, "error: --pipeline %d: pipeline stages split a transformer (gpt-mini, llama-mini, gpt, llama, "
+                        "gpt2-124m), not model %s\n", o->pipeline, o->model);
+        return 2;
+    }
+    if (dist->size % o->pipeline) {
+        fprintf(stderr, "error: --pipeline %d: the %d process(es) %s must be a multiple of the stages (the rest is "
+                        "data parallelism)%s\n", o->pipeline, dist->size, dist->size > 1 ? "mpirun started" : "running",
+                dist->size > 1 ? "" : ": start it with mpirun -np N");
+        return 2;
+    }
+    if (o->accum < o->pipeline) {
+        fprintf(stderr, "error: --accum %d: a pipeline of %d stages needs at least %d micro-batches a step (--accum "
+                        "%d or more)\n", o->accum, o->pipeline, o->pipeline, o->pipeline);
+        return 2;
+    }
+    if (o->save_path || o->resume_path || o->init_path) {
+        fprintf(stderr, "error: --save, --resume and --init do not take pipeline runs yet: a stage holds only its "
+                        "part of the model\n");
+        return 2;
+    }
+    return 0;
+}
+
 void train_build_flags(flag_def *f, void *opts)
 {
     train_opts *o = opts;
@@ -49,6 +86,8 @@ void train_build_flags(flag_def *f, void *opts)
         {"--grad-bits", F_INT, &o->grad_bits, "N", "hold gradients between micro-batches in 32 bits or 8 (AGoQ's block-wise dynamic map) (32)", 0},
         {"--grad-comm", F_INT, &o->grad_comm, "N", "under mpirun: all-reduce gradients in 32 bits (fp32) or 8 (AGoQ's 8-bit all-to-all + all-gather) (32)", 0},
         {"--bucket", F_BYTES, &o->bucket, "SIZE", "under mpirun: gradient bytes per all-reduce bucket (25MiB)", 0},
+        {"--pipeline", F_INT, &o->pipeline, "P", "under mpirun -np N (N a multiple of P): transformers in P pipeline stages of contiguous blocks, balanced by parameters, the other factor N / P data parallelism; each step's --accum micro-batches (at least P) flow through the stages (1)", 0},
+        {"--pipeline-schedule", F_STR, &o->pipe_schedule, "NAME", "1f1b (one forward, one backward: stage s holds P - s micro-batches) or gpipe (all forwards, then all backwards: every stage holds --accum) (1f1b)", 0},
         {"--comm-timeout", F_INT, &o->comm_timeout, "SECONDS", "under mpirun: the longest a rank waits for the others in one exchange before the job ends naming the ranks that do not answer (600; 0: no limit)", 0},
         {"--lr", F_FLOAT, &o->lr, "X", "peak learning rate (0.1 for sgd, 0.001 for adamw; graph models 0.01)", 0},
         {"--optim", F_STR, &o->optim, "NAME", "sgd or adamw (sgd; language and graph models: adamw)", 0},
@@ -167,9 +206,11 @@ static int run_train(train_opts *po, flag_def *flags, int argc, char **argv, con
      * batch of 256 windows would hold activations for 65536 tokens. */
     if (lm && !flag_was_set(flags, "--eval-batch")) o.eval_batch = o.batch;
     if ((rc = train_check_flags(&o, flags, lm))) return rc;
-    if (o.batch < dist->size) {
-        fprintf(stderr, "error: --batch %d: a batch is shared by the %d ranks, so it needs at least %d samples\n",
-                o.batch, dist->size, dist->size);
+    if ((rc = pipeline_checks(&o, lm, dist))) return rc;
+    const int replicas = dist->size / o.pipeline;
+    if (o.batch < replicas) {
+        fprintf(stderr, "error: --batch %d: a batch is shared by the %d replicas, so it needs at least %d samples\n",
+                o.batch, replicas, replicas);
         return 2;
     }
     if (!flag_was_set(flags, "--threads") && cli_dist_threads(dist)) o.threads = cli_dist_threads(dist);

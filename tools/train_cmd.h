@@ -8,12 +8,16 @@
 #define ACTC_TRAIN_CMD_H
 #include "cli.h"
 
+#define ACTC_MAX_STAGES 256 /* --pipeline's limit (a stage per block at most) */
+
 typedef struct {
     const char *model, *compress, *optim, *schedule, *log_path, *save_path, *resume_path, *init_path, *progress;
     const char *data_spec, *attention, *split, *gemm;
     int epochs, batch, threads, augment, nesterov, width, log_every, eval_batch, accum, deterministic, grad_bits;
     int grad_comm;
     int comm_timeout;         /* seconds; 0: none */
+    int pipeline;             /* stages (1: none)                     */
+    const char *pipe_schedule; /* 1f1b or gpipe                       */
     size_t bucket;
     int layers, heads, context, vocab, seq, epoch_steps;
     uint64_t eval_tokens;
@@ -41,6 +45,8 @@ typedef struct {
     actc_source *src, *eval;
     int T;                   /* language models: tokens per window */
     cli_dist dist;           /* under mpirun                       */
+    actc_pipe *pipe;         /* --pipeline: this rank's stage      */
+    int first_block[ACTC_MAX_STAGES], n_blocks[ACTC_MAX_STAGES]; /* every stage's part */
     int rank_states;         /* --resume gave each rank its own policy state */
     FILE *log;
 } run_state;

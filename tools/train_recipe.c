@@ -45,6 +45,8 @@ void train_defaults(train_opts *o)
     o->batch = 128;
     o->grad_comm = 32;
     o->comm_timeout = (int)ACTC_DIST_TIMEOUT_S;
+    o->pipeline = 1;
+    o->pipe_schedule = "1f1b";
     o->log_every = 50;
     o->eval_batch = 256;
     o->attention = "flash";

@@ -4,8 +4,42 @@
  * epoch the summary line, the memory table, where a step's time went and
  * the log's epoch record. */
 #include "train_cmd.h"
+#include <stdlib.h>
 #include <math.h>
 #include <string.h>
+
+/* The stages: each one's blocks and the micro-batches its schedule holds
+ * at once, against the theory (1F1B: min(P - s, M); GPipe: M). */
+static void print_pipeline(const train_opts *o, const run_state *r, const cli_dist *dist)
+{
+    const int P = o->pipeline, D = dist->size / P, M = o->accum;
+    const actc_pipe_schedule ps = !strcmp(o->pipe_schedule, "gpipe") ? ACTC_PIPE_GPIPE : ACTC_PIPE_1F1B;
+    printf("pipeline: %d stages x %d replica(s) (ranks s x %d + d), %s over %d micro-batches a step, %d thread(s) "
+           "per rank; bubble (P - 1) / (M + P - 1) = %.1f%%%s\n",
+           P, D, D, o->pipe_schedule, M, actc_get_threads(), 100.0 * actc_pipe_bubble(ps, P, M),
+           D > 1 ? "; gradients all-reduced among each stage's replicas" : "");
+    actc_pipe_op *ops = malloc(2 * (size_t)M * sizeof *ops);
+    const int L = r->first_block[P - 1] + r->n_blocks[P - 1];
+    int most = 0; /* the fullest stage's */
+    for (int s = 0; ops && s < P; s++) {
+        int peak = 0;
+        actc_pipe_ops(ps, s, P, M, ops, &peak);
+        if (peak > most) most = peak;
+    }
+    for (int s = 0; s < P; s++) {
+        int peak = 0;
+        if (ops) actc_pipe_ops(ps, s, P, M, ops, &peak);
+        char blocks[32];
+        if (r->n_blocks[s] == 1) snprintf(blocks, sizeof blocks, "block %d", r->first_block[s]);
+        else snprintf(blocks, sizeof blocks, "blocks %d-%d", r->first_block[s], r->first_block[s] + r->n_blocks[s] - 1);
+        char bits[48] = "";
+        const int b = actc_ctx_stage_bits(actc_trainer_ctx(r->t), peak, most);
+        if (b) snprintf(bits, sizeof bits, "; its compressed saves at %d bits", b);
+        printf("  stage %d: %s%s%s; holds at most %d micro-batch(es)%s\n", s, s == 0 ? "embedding, " : "", blocks,
+               r->first_block[s] + r->n_blocks[s] == L ? ", final norm and head" : "", peak, bits);
+    }
+    free(ops);
+}
 
 void train_print_start(const train_opts *o, run_state *r, int lm, const cli_dist *dist, const actc_ckpt_info *info)
 {
@@ -16,8 +50,9 @@ void train_print_start(const train_opts *o, run_state *r, int lm, const cli_dist
     char bdesc[48];
     if (r->graph) snprintf(bdesc, sizeof bdesc, "full-graph steps");
     else snprintf(bdesc, sizeof bdesc, "steps at batch %d", o->batch);
-    printf("actc %s: model %s (%zu parameters, %s), policy %s, %d epoch(s) of %d %s, %d thread(s)%s\n",
-           actc_version(), o->model, actc_model_num_params(m), actc_format_bytes(actc_model_num_params(m) * 4, pbuf, sizeof pbuf),
+    printf("actc %s: model %s (%zu parameters%s, %s), policy %s, %d epoch(s) of %d %s, %d thread(s)%s\n",
+           actc_version(), o->model, actc_model_num_params(m), r->pipe ? " in stage 0" : "",
+           actc_format_bytes(actc_model_num_params(m) * 4, pbuf, sizeof pbuf),
            to->policy, o->epochs, steps, bdesc, actc_get_threads(), o->deterministic ? ", deterministic" : "");
     cli_machine_line(stdout);
     cli_machine_warn(stderr);
@@ -38,7 +73,9 @@ void train_print_start(const train_opts *o, run_state *r, int lm, const cli_dist
                "tokens; unigram baseline %.3f bits per byte on validation\n",
                c->source, c->n, c->train_end, c->n - c->train_end, c->train_end, T, actc_text_unigram_bpb(c));
     }
-    if (dist->size > 1)
+    if (r->pipe) {
+        print_pipeline(o, r, dist);
+    } else if (dist->size > 1)
         printf("data parallel: %d ranks, %d thread(s) each; each step rank r runs rows [r B / %d, (r + 1) B / %d) of "
                "the batch of B = %d; gradients all-reduced in %d bits\n",
                dist->size, actc_get_threads(), dist->size, dist->size, o->batch, o->grad_comm);
@@ -79,6 +116,93 @@ int train_on_step(actc_trainer *t, const actc_progress *p, void *user)
     if (c->r->log && p->step % (uint64_t)o->log_every == 0 && actc_log_step(c->r->log, p, c->pg.unit, sps) != ACTC_OK)
         log_failed(c->r);
     return o->max_steps && p->step >= o->max_steps;
+}
+
+/* Figures of one stage in the epoch's table (gathered by summing rows
+ * each stage fills). */
+enum { ST_HELD, ST_SCHED, ST_BITS, ST_CONTEXT, ST_MICRO, ST_IDLE, ST_MEM, ST_TOTAL = ST_MEM + ACTC_MEM_NCAT, ST_N };
+static const actc_mem_cat stage_cats[] = {ACTC_MEM_PARAM, ACTC_MEM_GRAD, ACTC_MEM_OPTIM, ACTC_MEM_CONTEXT,
+                                          ACTC_MEM_ACT, ACTC_MEM_COMM};
+
+/* Every stage's peaks, micro-batches held and idle fraction against the
+ * schedule's: one line per stage on rank 0 and a "stages" log record.
+ * Collective over the replica's stages.  0, or prints why and returns 1. */
+static int report_stages(const train_opts *o, run_state *r)
+{
+    const int P = o->pipeline, s = actc_pipe_stage(r->pipe), M = o->accum;
+    const actc_pipe_schedule ps = !strcmp(o->pipe_schedule, "gpipe") ? ACTC_PIPE_GPIPE : ACTC_PIPE_1F1B;
+    double *v = calloc((size_t)P * ST_N, sizeof *v);
+    actc_pipe_op *ops = malloc(2 * (size_t)M * sizeof *ops);
+    int most = 0, sched = 0;
+    for (int k = 0; ops && k < P; k++) {
+        int peak = 0;
+        actc_pipe_ops(ps, k, P, M, ops, &peak);
+        if (peak > most) most = peak;
+        if (k == s) sched = peak;
+    }
+    free(ops);
+    if (!v || !sched) {
+        free(v);
+        return fprintf(stderr, "error: out of memory for the stages' table\n"), 1;
+    }
+    double *mine = v + (size_t)s * ST_N;
+    actc_pipe_stats pst;
+    actc_trainer_pipe_stats(r->t, &pst);
+    actc_mem_stats ms;
+    actc_mem_get_stats(&ms);
+    actc_store_stats ss;
+    actc_store_get_stats(actc_trainer_ctx(r->t), &ss);
+    mine[ST_HELD] = pst.held_peak;
+    mine[ST_SCHED] = sched;
+    mine[ST_BITS] = actc_ctx_stage_bits(actc_trainer_ctx(r->t), sched, most);
+    mine[ST_CONTEXT] = (double)ss.context_bytes;
+    mine[ST_MICRO] = (double)pst.micro_context;
+    mine[ST_IDLE] = pst.pass_s > 0 ? 1.0 - pst.compute_s / pst.pass_s : 0;
+    for (int c = 0; c < ACTC_MEM_NCAT; c++) mine[ST_MEM + c] = (double)ms.peak[c];
+    mine[ST_TOTAL] = (double)ms.peak_total;
+    if (actc_pipe_sum(r->pipe, v, P * ST_N) != ACTC_OK) {
+        free(v);
+        return fail("--pipeline");
+    }
+    const double theory = actc_pipe_bubble(ps, P, M);
+    printf("pipeline stages (replica 0; peaks over the epoch; context: the store's before a backward, against the "
+           "micro-batches held x one micro-batch's forward):\n");
+    for (int k = 0; k < P; k++) {
+        const double *x = v + (size_t)k * ST_N;
+        char a[32], b[32], line[512];
+        int n = snprintf(line, sizeof line, "  stage %d:", k);
+        if (x[ST_BITS] > 0) n += snprintf(line + n, sizeof line - (size_t)n, " %d bits,", (int)x[ST_BITS]);
+        n += snprintf(line + n, sizeof line - (size_t)n, " held %d (schedule %d), context %s = %.2f x %s;", (int)x[ST_HELD],
+                      (int)x[ST_SCHED], actc_format_bytes((size_t)x[ST_CONTEXT], a, sizeof a),
+                      x[ST_MICRO] > 0 ? x[ST_CONTEXT] / x[ST_MICRO] : 0.0,
+                      actc_format_bytes((size_t)x[ST_MICRO], b, sizeof b));
+        for (size_t c = 0; c < sizeof stage_cats / sizeof *stage_cats && n < (int)sizeof line; c++)
+            n += snprintf(line + n, sizeof line - (size_t)n, " %s %s", actc_mem_cat_name(stage_cats[c]),
+                          actc_format_bytes((size_t)x[ST_MEM + stage_cats[c]], a, sizeof a));
+        if (n < (int)sizeof line)
+            snprintf(line + n, sizeof line - (size_t)n, ", total %s; idle %.1f%% (schedule %.1f%%)",
+                     actc_format_bytes((size_t)x[ST_TOTAL], a, sizeof a), 100 * x[ST_IDLE], 100 * theory);
+        puts(line);
+    }
+    if (r->log) {
+        fprintf(r->log, "{\"event\":\"stages\",\"epoch\":%llu,\"schedule\":\"%s\",\"micro_batches\":%d,\"stages\":[",
+                (unsigned long long)actc_trainer_epoch(r->t), o->pipe_schedule, M);
+        for (int k = 0; k < P; k++) {
+            const double *x = v + (size_t)k * ST_N;
+            fprintf(r->log, "%s{\"stage\":%d,\"first_block\":%d,\"blocks\":%d,\"bits\":%d,\"held\":%d,"
+                            "\"held_schedule\":%d,\"context\":%.0f,\"micro_context\":%.0f,\"idle\":%.4f,"
+                            "\"idle_schedule\":%.4f,\"peak\":{",
+                    k ? "," : "", k, r->first_block[k], r->n_blocks[k], (int)x[ST_BITS], (int)x[ST_HELD],
+                    (int)x[ST_SCHED], x[ST_CONTEXT], x[ST_MICRO], x[ST_IDLE], theory);
+            for (size_t c = 0; c < sizeof stage_cats / sizeof *stage_cats; c++)
+                fprintf(r->log, "\"%s\":%.0f,", actc_mem_cat_name(stage_cats[c]), x[ST_MEM + stage_cats[c]]);
+            fprintf(r->log, "\"total\":%.0f}}", x[ST_TOTAL]);
+        }
+        fprintf(r->log, "]}\n");
+        fflush(r->log);
+    }
+    free(v);
+    return 0;
 }
 
 int train_epoch_report(const train_opts *o, run_state *r, int lm, const actc_epoch_result *er)
@@ -132,5 +256,5 @@ int train_epoch_report(const train_opts *o, run_state *r, int lm, const actc_epo
     const actc_log_epoch_info li = {o->model, o->batch, lm ? r->T : 0, lm || r->graph_run ? "val" : "test",
                                     r->eval ? &ev : NULL, r->test_src ? &te : NULL, r->dist.d ? &ds : NULL};
     if (r->log && actc_log_epoch(r->log, r->t, er, &li) != ACTC_OK) log_failed(r);
-    return 0;
+    return r->pipe ? report_stages(o, r) : 0;
 }

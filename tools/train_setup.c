@@ -14,6 +14,8 @@ void train_free(run_state *r)
     actc_source_free(r->graph_src);
     actc_graph_free(r->graph);
     actc_dist_detach(r->dist.d); /* the handle outlives the trainer */
+    actc_pipe_free(r->pipe);     /* and the stage's replicas' handle, detached with it */
+    r->pipe = NULL;
     actc_trainer_free(r->t);
     actc_model_free(r->model);
     if (r->have_corpus) actc_text_free(&r->corpus);
@@ -90,6 +92,15 @@ int train_setup(run_state *r, train_opts *o, int lm)
                         mo.in_channels, mo.in_h, mo.in_w, mo.num_classes);
             return 1;
         }
+    } else if (o->pipeline > 1) {
+        actc_dist_set_timeout(r->dist.d, o->comm_timeout); /* the stages' handles take it */
+        if (actc_pipe_new(r->dist.d, o->pipeline, &r->pipe) != ACTC_OK) return fail("--pipeline");
+        if (actc_pipe_layout(o->model, &mo, o->pipeline, r->first_block, r->n_blocks) != ACTC_OK)
+            return fail("--pipeline");
+        const int stage = actc_pipe_stage(r->pipe);
+        mo.first_block = r->first_block[stage];
+        mo.n_blocks = r->n_blocks[stage];
+        if (actc_model_create(o->model, &mo, &r->model) != ACTC_OK) return fail("--model");
     } else if (actc_model_create(o->model, &mo, &r->model) != ACTC_OK) {
         return fail("--model");
     }
@@ -135,7 +146,12 @@ int train_setup(run_state *r, train_opts *o, int lm)
         if (ck && cli_dist_same_file(&r->dist, ck, o->resume_path ? "--resume" : "--init")) return 1;
         actc_dist_opts dop = {o->grad_comm, o->bucket};
         actc_dist_set_timeout(r->dist.d, o->comm_timeout);
-        if (actc_dist_attach(r->dist.d, r->t, &dop) != ACTC_OK) return fail("data parallel");
+        /* Data parallelism among the ranks, or among this stage's replicas. */
+        actc_dist *dp = r->pipe ? actc_pipe_replicas(r->pipe) : r->dist.d;
+        if (dp) actc_dist_set_timeout(dp, o->comm_timeout);
+        if (dp && actc_dist_attach(dp, r->t, &dop) != ACTC_OK) return fail("data parallel");
+        const actc_pipe_schedule ps = !strcmp(o->pipe_schedule, "gpipe") ? ACTC_PIPE_GPIPE : ACTC_PIPE_1F1B;
+        if (r->pipe && actc_pipe_attach(r->pipe, r->t, ps) != ACTC_OK) return fail("--pipeline");
         /* Each rank's own learnt policy state, if the file holds them. */
         if (o->resume_path && actc_dist_resume(r->dist.d, o->resume_path, &r->rank_states) != ACTC_OK)
             return fail("--resume");

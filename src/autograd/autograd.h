@@ -90,6 +90,23 @@ struct actc_ctx {
     int scope_depth;
 
     actc_profile *prof;      /* actc_ctx_profile_start; NULL: not profiling  */
+    int stage_held, stage_held_max; /* actc_ctx_set_stage                   */
+    int parked;              /* frames parked off this context (frame.c):
+                                their saves stay in the store, so a reset
+                                frees only what no frame holds              */
+};
+
+/* A micro-batch's tape parked off its context (actc_ctx_park): its nodes
+ * and what keys its saves (the step, micro-batch, key counter and the
+ * occurrence counts), so that its backward, after other micro-batches'
+ * forwards, sees the context as its own forward left it. */
+struct actc_frame {
+    actc_node **nodes;
+    int n_nodes, cap_nodes;
+    actc_key_count *occ;
+    size_t occ_cap, occ_used;
+    uint64_t step, key_counter;
+    uint32_t substep;
 };
 
 /* The operator profile (profile.c); each a no-op when not profiling.

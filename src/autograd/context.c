@@ -78,6 +78,23 @@ void actc_ctx_set_seed(actc_ctx *ctx, uint64_t seed) { ctx->seed = seed; }
 uint64_t actc_ctx_seed(const actc_ctx *ctx) { return ctx->seed; }
 void actc_ctx_set_stream(actc_ctx *ctx, uint64_t stream) { ctx->stream = stream; }
 
+actc_status actc_ctx_set_stage(actc_ctx *ctx, int held, int held_max)
+{
+    if (!ctx || held < 0 || held > held_max || (held == 0) != (held_max == 0))
+        return actc_set_error(ACTC_ERR_INVALID, "actc_ctx_set_stage: a stage holding %d of at most %d micro-batches",
+                              held, held_max);
+    ctx->stage_held = held;
+    ctx->stage_held_max = held_max;
+    return ACTC_OK;
+}
+
+int actc_ctx_stage_bits(const actc_ctx *ctx, int held, int held_max)
+{
+    const actc_policy *p = ctx ? ctx->policy : NULL;
+    while (p && !p->stage_bits) p = p->inner;
+    return p && held > 0 && held <= held_max ? p->stage_bits(p, held, held_max) : 0;
+}
+
 void actc_ctx_set_step(actc_ctx *ctx, uint64_t step)
 {
     ctx->step = step;

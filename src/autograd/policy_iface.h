@@ -39,6 +39,10 @@ typedef struct {
     const double *range_sq;  /* the planner's caller's per-sample ||R_n||^2
                                 (actc_save_query.sample_range_sq) when t's
                                 values are not readable here; else NULL        */
+    int stage_held, stage_held_max; /* a pipeline stage's context: the
+                                micro-batches it holds at once, and the most
+                                any stage holds (actc_ctx_set_stage); 0, 0
+                                outside a pipeline                           */
 } actc_save_desc;
 
 typedef struct actc_policy actc_policy;
@@ -112,6 +116,10 @@ struct actc_policy {
     /* The per-tensor state the policy learnt, for inspection (GACT's table:
      * up to cap written, the count returned); may be NULL. */
     int (*tensors)(const actc_policy *p, actc_saved_info *out, int cap);
+    /* The bit width its saves take on a pipeline stage that holds `held`
+     * micro-batches at once when the fullest holds held_max (DBCA-PP); NULL
+     * for a policy that does not compensate. */
+    int (*stage_bits)(const actc_policy *p, int held, int held_max);
     /* The policy this one decorates (compact's codec policy: composition,
      * actc__policy_decorate), which it owns; NULL for a plain policy. */
     actc_policy *inner;

@@ -294,7 +294,7 @@ static actc_status plan_save(actc_ctx *ctx, actc_node *node, const actc_tensor *
     memcpy(args->shape, t->shape, sizeof args->shape);
     const int k = node->n_slots_;
     actc_save_desc d = {node->op, node->scope_, k, node->index_, key, kind, role, t, ctx->step, node, 0, ctx->seed,
-                        ctx->blocks > 0, NULL};
+                        ctx->blocks > 0, NULL, ctx->stage_held, ctx->stage_held_max};
     p->stable_key = d.stable_key;
     args->key = actc_rng_key(ctx->seed ^ 0x53544F5245ULL, actc__stream_step(ctx), d.stable_key);
     /* The output of a recompute region is kept as a reference to it: a load
@@ -429,7 +429,8 @@ static actc_status plan_transform(actc_ctx *ctx, actc_node *node, const actc_ten
 {
     memset(out, 0, sizeof *out);
     actc_save_desc d = {node->op, node->scope_, node->n_slots_, node->index_, key, ACTC_SAVE_ACT, role,
-                        t, ctx->step, node, held_elsewhere(ctx, t), ctx->seed, ctx->blocks > 0, NULL};
+                        t, ctx->step, node, held_elsewhere(ctx, t), ctx->seed, ctx->blocks > 0, NULL,
+                        ctx->stage_held, ctx->stage_held_max};
     actc_status s = ctx->policy->transform(ctx->policy, &d, out);
     if (s != ACTC_OK) return s;
     if (out->kind & ~role->transforms)
@@ -650,6 +651,9 @@ void actc__store_observe_grad(actc_ctx *ctx, actc_node *node)
 
 void actc__store_clear(actc_ctx *ctx)
 {
+    /* Entries of a tape that is gone were freed with its nodes; live ones
+     * belong to the tape recorded now or to parked frames (frame.c). */
+    if (ctx->parked > 0 || ctx->n_nodes > 0) return;
     for (int i = 0; i < ctx->n_entries; i++) {
         actc_store_entry *e = &ctx->entries[i];
         if (e->pending > 0) {
@@ -668,6 +672,7 @@ void actc__store_clear(actc_ctx *ctx)
 
 void actc__store_free(actc_ctx *ctx)
 {
+    ctx->parked = 0; /* frames never resumed: their saves go with the context */
     actc__store_clear(ctx);
     free(ctx->entries);
     ctx->entries = NULL;

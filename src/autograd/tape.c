@@ -245,6 +245,41 @@ void actc_ctx_on_grad_complete(actc_ctx *ctx, actc_grad_ready_fn fn, void *user)
     ctx->on_grad_user = user;
 }
 
+/* Checks common to every backward: what it runs from is on a tape. */
+static actc_status check_backward(const actc_ctx *ctx, const actc_tensor *y)
+{
+    if (ctx->counting)
+        return actc_set_error(ACTC_ERR_STATE, "backward on a counting context (actc_ctx_set_counting): it kept "
+                                              "nothing to run backward from");
+    if (!y->requires_grad || ctx->n_nodes == 0)
+        return actc_set_error(ACTC_ERR_STATE, "backward without a recorded tape (eval mode, or a loss "
+                                              "that depends on no parameter)");
+    return ACTC_OK;
+}
+
+/* The tape backwards from the gradient seeded in its output, the policy's
+ * after-backward work, and the context cleared for the next forward. */
+static actc_status run_backward(actc_ctx *ctx)
+{
+    actc__store_backward_begins(ctx);
+    ctx->in_backward = 1;
+    actc_status s = actc__backward_nodes(ctx, 0);
+    if (s == ACTC_OK && ctx->policy && !ctx->policy->frozen) {
+        if (ctx->policy->after_backward) s = ctx->policy->after_backward(ctx->policy, ctx);
+        actc_policy *learner = actc__policy_learner(ctx->policy);
+        if (s == ACTC_OK && learner && learner->measure->replan) s = learner->measure->replan(learner);
+    }
+    return s;
+}
+
+/* Every backward ends here, failed or not. */
+static actc_status backward_done(actc_ctx *ctx, actc_status s)
+{
+    actc_ctx_reset(ctx);
+    if (s == ACTC_OK) actc_ctx_set_step(ctx, ctx->step + 1);
+    return s;
+}
+
 actc_status actc_backward_scaled(actc_ctx *ctx, actc_tensor *loss, float scale)
 {
     actc_status s = ACTC_OK;
@@ -256,16 +291,7 @@ actc_status actc_backward_scaled(actc_ctx *ctx, actc_tensor *loss, float scale)
         s = actc_set_error(ACTC_ERR_INVALID, "backward: the loss scale %g is not finite", (double)scale);
         goto done;
     }
-    if (ctx->counting) {
-        s = actc_set_error(ACTC_ERR_STATE, "backward on a counting context (actc_ctx_set_counting): it kept "
-                                           "nothing to run backward from");
-        goto done;
-    }
-    if (!loss->requires_grad || ctx->n_nodes == 0) {
-        s = actc_set_error(ACTC_ERR_STATE, "backward without a recorded tape (eval mode, or a loss "
-                                           "that depends on no parameter)");
-        goto done;
-    }
+    if ((s = check_backward(ctx, loss)) != ACTC_OK) goto done;
     if (loss->data && !isfinite(loss->data[0])) {
         s = actc_set_error(ACTC_ERR_NUMERIC, "the loss is %s at step %llu; lower the learning rate "
                                              "or check the data",
@@ -275,17 +301,28 @@ actc_status actc_backward_scaled(actc_ctx *ctx, actc_tensor *loss, float scale)
     float *g;
     if ((s = actc_grad_buffer(ctx, loss, &g)) != ACTC_OK) goto done;
     g[0] += scale;
-    actc__store_backward_begins(ctx);
-    ctx->in_backward = 1;
-    s = actc__backward_nodes(ctx, 0);
-    if (s != ACTC_OK) goto done;
-    if (ctx->policy && !ctx->policy->frozen) {
-        if (ctx->policy->after_backward) s = ctx->policy->after_backward(ctx->policy, ctx);
-        actc_policy *learner = actc__policy_learner(ctx->policy);
-        if (s == ACTC_OK && learner && learner->measure->replan) s = learner->measure->replan(learner);
-    }
+    s = run_backward(ctx);
 done:
-    actc_ctx_reset(ctx);
-    if (s == ACTC_OK) actc_ctx_set_step(ctx, ctx->step + 1);
-    return s;
+    return backward_done(ctx, s);
+}
+
+actc_status actc_backward_from(actc_ctx *ctx, actc_tensor *y, const actc_tensor *dy)
+{
+    actc_status s = ACTC_OK;
+    if (!ctx) return actc_set_error(ACTC_ERR_INVALID, "actc_backward_from: NULL context");
+    if (!y || !dy || !dy->data || !actc_same_shape(y, dy)) {
+        char a[64] = "(null)", b[64] = "(null)";
+        if (y) actc_shape_str(y, a, sizeof a);
+        if (dy) actc_shape_str(dy, b, sizeof b);
+        s = actc_set_error(ACTC_ERR_INVALID, "actc_backward_from: a gradient of shape %s for an output of shape %s",
+                           b, a);
+        goto done;
+    }
+    if ((s = check_backward(ctx, y)) != ACTC_OK) goto done;
+    float *g;
+    if ((s = actc_grad_buffer(ctx, y, &g)) != ACTC_OK) goto done;
+    for (size_t i = 0; i < y->numel; i++) g[i] += dy->data[i];
+    s = run_backward(ctx);
+done:
+    return backward_done(ctx, s);
 }

@@ -53,3 +53,23 @@ actc_status actc_dist_resume(actc_dist *d, const char *path, int *applied)
     return no_mpi("actc_dist_resume");
 }
 void actc_dist_set_timeout(actc_dist *d, double seconds) { (void)d, (void)seconds; }
+actc_status actc_pipe_new(actc_dist *world, int stages, actc_pipe **out)
+{
+    (void)world, (void)stages;
+    if (out) *out = NULL;
+    return no_mpi("actc_pipe_new");
+}
+void actc_pipe_free(actc_pipe *p) { (void)p; }
+int actc_pipe_stage(const actc_pipe *p) { return (void)p, 0; }
+int actc_pipe_stages(const actc_pipe *p) { return (void)p, 1; }
+actc_dist *actc_pipe_replicas(actc_pipe *p) { return (void)p, NULL; }
+actc_status actc_pipe_sum(actc_pipe *p, double *v, int n)
+{
+    (void)p, (void)v, (void)n;
+    return no_mpi("actc_pipe_sum");
+}
+actc_status actc_pipe_attach(actc_pipe *p, actc_trainer *t, actc_pipe_schedule schedule)
+{
+    (void)p, (void)t, (void)schedule;
+    return no_mpi("actc_pipe_attach");
+}

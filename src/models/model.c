@@ -173,6 +173,9 @@ actc_status actc__model_create_limited(const char *name, const actc_model_opts *
     actc_status s;
     if (!name) s = actc_set_error(ACTC_ERR_INVALID, "no model name given");
     else if ((s = check_opts(name, &m->opts)) != ACTC_OK) {}
+    else if (m->opts.n_blocks && !actc_model_name_takes_tokens(name))
+        s = actc_set_error(ACTC_ERR_INVALID, "model %s: only the transformers (gpt, llama and their presets) are built "
+                                             "in parts (n_blocks %d)", name, m->opts.n_blocks);
     else if (!strcmp(name, "mlp")) s = actc__mlp_build(m);
     else if (!strncmp(name, "resnet", 6)) s = actc__resnet_build(m, name);
     else if (actc_model_name_takes_tokens(name)) s = actc__transformer_build(m, name);
@@ -343,6 +346,7 @@ actc_tensor *actc_model_forward_batch(actc_model *m, actc_ctx *ctx, const actc_b
         return NULL;
     }
     if (m->custom) return m->user_forward(ctx, b, m->user);
+    if (m->forward_hidden && b->x) return m->forward_hidden(m, ctx, b->x);
     if (m->forward_tokens) return actc_model_forward_tokens(m, ctx, b->ids, b->B, b->T);
     if (m->forward_graph) return m->forward_graph(m, ctx, b);
     return actc_model_forward(m, ctx, b->x);

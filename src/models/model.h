@@ -17,6 +17,8 @@ struct actc_model {
     actc_tensor *(*forward_tokens)(actc_model *m, actc_ctx *ctx, const int32_t *ids, int B,
                                    int T);                               /* language models */
     actc_tensor *(*forward_graph)(actc_model *m, actc_ctx *ctx, const actc_batch *b); /* graph models */
+    actc_tensor *(*forward_hidden)(actc_model *m, actc_ctx *ctx, actc_tensor *x); /* a transformer's part
+                                                                             after its embedding */
     void *impl;
     void (*impl_free)(void *impl);
     uint64_t init_counter;  /* distinct init stream per parameter           */
@@ -48,6 +50,10 @@ actc_status actc__mlp_build(actc_model *m);
 actc_status actc__resnet_build(actc_model *m, const char *variant);
 /* gpt, llama, gpt-mini, llama-mini, gpt2-124m. */
 actc_status actc__transformer_build(actc_model *m, const char *name);
+/* Parameters (numel) of a whole transformer m by unit: sizes[0] the
+ * embedding, sizes[1 + l] block l, sizes[L + 1] the final norm and head
+ * (with the tied head's copy of the embedding). */
+void actc__transformer_sizes(const actc_model *m, size_t *sizes);
 /* gcn, gat, gcnii. */
 actc_status actc__gnn_build(actc_model *m, const char *name);
 #endif

@@ -50,6 +50,8 @@ typedef struct {
 
 typedef struct tf_impl {
     int llama;
+    int lo, hi;         /* the blocks this model runs (a pipeline part's)  */
+    int embed, last;    /* it holds the embedding; the final norm and head */
     tf_layer *layers;
     actc_tensor *wte, *wpe, *nf_g, *nf_b, *head;
     norm_arg nf;
@@ -227,14 +229,13 @@ static actc_tensor *layer_run(actc_ctx *ctx, actc_tensor *x, void *user)
     return x;
 }
 
-static actc_tensor *tf_forward_tokens(actc_model *m, actc_ctx *ctx, const int32_t *ids, int B, int T)
+/* Blocks [lo, hi) and the head (when held) from the hidden states x;
+ * consumes x. */
+static actc_tensor *run_blocks(actc_model *m, actc_ctx *ctx, actc_tensor *x, int B, int T)
 {
     tf_impl *t = m->impl;
-    if (actc_scope_push(ctx, "embed") != ACTC_OK) return NULL;
-    actc_tensor *x = embed(m, t, ctx, ids, B, T);
-    actc_scope_pop(ctx);
-    for (int l = 0; x && l < m->opts.n_layers; l++) x = actc_region_take(ctx, ACTC_REGION_BLOCK, layer_run, &t->layers[l], x);
-    if (!x) return NULL;
+    for (int l = t->lo; x && l < t->hi; l++) x = actc_region_take(ctx, ACTC_REGION_BLOCK, layer_run, &t->layers[l], x);
+    if (!x || !t->last) return x;
     if (actc_scope_push(ctx, "head") != ACTC_OK) return step(&x, NULL), NULL;
     actc_tensor *logits = NULL;
     int shp[2] = {B * T, m->opts.width};
@@ -244,6 +245,77 @@ static actc_tensor *tf_forward_tokens(actc_model *m, actc_ctx *ctx, const int32_
     actc_scope_pop(ctx);
     actc_tensor_release(x);
     return logits;
+}
+
+static actc_tensor *tf_forward_tokens(actc_model *m, actc_ctx *ctx, const int32_t *ids, int B, int T)
+{
+    tf_impl *t = m->impl;
+    if (!t->embed) {
+        actc_set_error(ACTC_ERR_INVALID, "model %s: this part starts at block %d: it takes hidden states "
+                                         "(actc_batch.x), not token ids", m->name, t->lo);
+        return NULL;
+    }
+    if (actc_scope_push(ctx, "embed") != ACTC_OK) return NULL;
+    actc_tensor *x = embed(m, t, ctx, ids, B, T);
+    actc_scope_pop(ctx);
+    return x ? run_blocks(m, ctx, x, B, T) : NULL;
+}
+
+/* A part without the embedding: x [B, T, width] (kept: the caller reads
+ * its gradient). */
+static actc_tensor *tf_forward_hidden(actc_model *m, actc_ctx *ctx, actc_tensor *x)
+{
+    const tf_impl *t = m->impl;
+    if (t->embed) {
+        actc_set_error(ACTC_ERR_INVALID, "model %s holds its embedding: it takes token ids", m->name);
+        return NULL;
+    }
+    if (!x || x->ndim != 3 || x->shape[2] != m->opts.width || x->shape[1] > m->opts.context) {
+        char shp[64] = "(null)";
+        if (x) actc_shape_str(x, shp, sizeof shp);
+        actc_set_error(ACTC_ERR_INVALID, "model %s from block %d expects hidden states [B, T <= %d, %d], got %s",
+                       m->name, t->lo, m->opts.context, m->opts.width, shp);
+        return NULL;
+    }
+    return run_blocks(m, ctx, actc_tensor_retain(x), x->shape[0], x->shape[1]);
+}
+
+/* The unit of a tensor by its name: 0 the embedding, 1 + l block l, L + 1
+ * the final norm and head. */
+static int unit_of(const char *name, int L)
+{
+    if (name[0] == 'h' && name[1] >= '0' && name[1] <= '9') return 1 + atoi(name + 1);
+    return !strcmp(name, "wte") || !strcmp(name, "wpe") ? 0 : L + 1;
+}
+
+void actc__transformer_sizes(const actc_model *m, size_t *sizes)
+{
+    const tf_impl *t = m->impl;
+    const int L = m->opts.n_layers;
+    memset(sizes, 0, ((size_t)L + 2) * sizeof *sizes);
+    for (int i = 0; i < m->n_params; i++) sizes[unit_of(m->params[i]->name, L)] += m->params[i]->numel;
+    if (!t->llama) sizes[L + 1] += t->wte->numel; /* the tied head: the last stage's copy */
+}
+
+/* Which tensors a part keeps, by name: "h<l>." for its blocks, the
+ * embedding's and the head's by their own. */
+static int part_keeps(const tf_impl *t, const char *name, int L)
+{
+    const int u = unit_of(name, L);
+    if (!strcmp(name, "wte")) return t->embed || (t->last && !t->llama); /* tied: the head's too */
+    return u == 0 ? t->embed : u == L + 1 ? t->last : u - 1 >= t->lo && u - 1 < t->hi;
+}
+
+/* Keep only the part's tensors (after a whole build, so that every kept
+ * one has the whole model's initial values). */
+static void keep_part(actc_model *m, const tf_impl *t)
+{
+    int n = 0;
+    for (int i = 0; i < m->n_state; i++) {
+        if (part_keeps(t, m->state[i]->name, m->opts.n_layers)) m->state[n++] = m->state[i];
+        else actc_tensor_release(m->state[i]);
+    }
+    m->n_state = n;
 }
 
 /* ---- building ----------------------------------------------------------------------- */
@@ -294,9 +366,17 @@ actc_status actc__transformer_build(actc_model *m, const char *name)
     m->impl = t;
     m->impl_free = tf_free;
     m->forward_tokens = tf_forward_tokens;
+    m->forward_hidden = tf_forward_hidden;
     const actc_model_opts *o = &m->opts;
     const int D = o->width, L = o->n_layers, V = o->vocab;
     t->llama = !strncmp(name, "llama", 5);
+    if (o->n_blocks < 0 || (o->n_blocks > 0 && (o->first_block < 0 || o->first_block + o->n_blocks > L)))
+        return actc_set_error(ACTC_ERR_INVALID, "model %s: part of blocks [%d, %d) is not within its %d blocks", name,
+                              o->first_block, o->first_block + o->n_blocks, L);
+    t->lo = o->n_blocks ? o->first_block : 0;
+    t->hi = o->n_blocks ? o->first_block + o->n_blocks : L;
+    t->embed = t->lo == 0;
+    t->last = t->hi == L;
     t->layers = calloc((size_t)L, sizeof *t->layers);
     if (!t->layers) return actc_set_error(ACTC_ERR_OOM, "out of memory building %s", name);
     for (int l = 0; l < L; l++) {
@@ -343,5 +423,6 @@ actc_status actc__transformer_build(actc_model *m, const char *name)
     t->head = t->llama ? param(&b, "head.weight", V, D, INIT_STD, 0) : t->wte;
     if (!t->wte || (!t->llama && !t->wpe) || !t->nf_g || (bias && !t->nf_b) || !t->head)
         return actc_last_status();
+    if (o->n_blocks) keep_part(m, t);
     return ACTC_OK;
 }

@@ -292,20 +292,21 @@ actc_status actc_optim_step(actc_optim *o, float lr)
     return ACTC_OK;
 }
 
-actc_status actc_clip_grad_norm(actc_tensor **params, int n, float max_norm, float *norm_out)
+actc_status actc__grad_norm_sq(actc_tensor **params, int n, const uint8_t *skip, double *sq)
 {
-    if (norm_out) *norm_out = 0.0f;
-    if (!(max_norm > 0.0f) || !isfinite(max_norm))
-        return actc_set_error(ACTC_ERR_INVALID, "actc_clip_grad_norm: max_norm %g must be positive and finite",
-                              (double)max_norm);
-    double sq = 0.0;
+    *sq = 0.0;
     for (int i = 0; i < n; i++) {
         double one = 0.0;
-        if (!params[i]) continue;
+        if (!params[i] || (skip && skip[i])) continue;
         actc_status s = actc__grad_sum_sq(params[i], &one);
         if (s != ACTC_OK) return s;
-        sq += one;
+        *sq += one;
     }
+    return ACTC_OK;
+}
+
+actc_status actc__clip_to_norm(actc_tensor **params, int n, float max_norm, double sq, float *norm_out)
+{
     const double norm = sqrt(sq);
     if (norm_out) *norm_out = (float)norm;
     if (!isfinite(norm))
@@ -317,4 +318,15 @@ actc_status actc_clip_grad_norm(actc_tensor **params, int n, float max_norm, flo
     for (int i = 0; i < n; i++)
         if (params[i]) actc__grad_scale(params[i], scale);
     return ACTC_OK;
+}
+
+actc_status actc_clip_grad_norm(actc_tensor **params, int n, float max_norm, float *norm_out)
+{
+    if (norm_out) *norm_out = 0.0f;
+    if (!(max_norm > 0.0f) || !isfinite(max_norm))
+        return actc_set_error(ACTC_ERR_INVALID, "actc_clip_grad_norm: max_norm %g must be positive and finite",
+                              (double)max_norm);
+    double sq;
+    actc_status s = actc__grad_norm_sq(params, n, NULL, &sq);
+    return s == ACTC_OK ? actc__clip_to_norm(params, n, max_norm, sq, norm_out) : s;
 }

@@ -8,6 +8,7 @@
 #ifndef ACTC_OPTIM_INTERNAL_H
 #define ACTC_OPTIM_INTERNAL_H
 #include "actc.h"
+#include <stdint.h>
 
 typedef struct actc_optim_vt {
     const char *name; /* "sgd", "adamw": stored in checkpoints */
@@ -54,6 +55,13 @@ actc_optim *actc__optim_new(const actc_optim_vt *vt, actc_tensor **params, int n
  * tensor in slot k (taking the reference; the old one is released). */
 actc_status actc__optim_state_like(const actc_optim *o, int k, int ndim, const int *shape, actc_tensor **out);
 void actc__optim_state_install(actc_optim *o, int k, actc_tensor *t);
+
+/* actc_clip_grad_norm in two halves, for gradients spread over processes:
+ * the squared norm of params' gradients (those with skip[i] set left out;
+ * skip may be NULL), and the clip to max_norm (> 0) given the whole
+ * squared norm. */
+actc_status actc__grad_norm_sq(actc_tensor **params, int n, const uint8_t *skip, double *sq);
+actc_status actc__clip_to_norm(actc_tensor **params, int n, float max_norm, double sq, float *norm_out);
 
 /* Bytes of the state tensors made so far (*held), and what they would be
  * at their parameters' shapes (*dense): a subspace's state is smaller. */

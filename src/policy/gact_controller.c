@@ -42,6 +42,11 @@ struct actc_controller {
     int est_n;                /* samples of the sensitivity passes         */
     int adapted, alert_due, alert_ready;
     char alert[512];
+    /* Pipeline stages (actc_controller_set_stages): each holds part of the
+     * model's tensors; the passes run on all of them together. */
+    int stage, stages;
+    actc_status (*sum)(double *v, int n, void *user);
+    void *sum_user;
 };
 
 actc_controller_opts actc_controller_default_opts(void) { return (actc_controller_opts){1000, 8, 0.5}; }
@@ -154,7 +159,49 @@ static actc_status grad_diff(const actc_controller *c, float *ref, int copy, int
 }
 
 
-/* Algorithm 1 through the measuring policy m's hooks, then its commit. */
+actc_status actc_controller_set_stages(actc_controller *c, int stage, int stages,
+                                       actc_status (*sum)(double *v, int n, void *user), void *user)
+{
+    if (!c || stages < 1 || stage < 0 || stage >= stages || (stages > 1 && !sum))
+        return actc_set_error(ACTC_ERR_INVALID, "actc_controller_set_stages: stage %d of %d%s", stage, stages,
+                              sum ? "" : " without a sum");
+    c->stage = stage;
+    c->stages = stages;
+    c->sum = sum;
+    c->sum_user = user;
+    return ACTC_OK;
+}
+
+/* v summed over the stages (nothing alone). */
+static actc_status stage_sum(const actc_controller *c, double *v, int n)
+{
+    return c->stages > 1 ? c->sum(v, n, c->sum_user) : ACTC_OK;
+}
+
+/* Where this stage's L tensors begin among every stage's (*first) and how
+ * many there are in all (*total): the passes perturb them in stage order. */
+static actc_status stage_tensors(const actc_controller *c, int L, int *first, int *total)
+{
+    *first = 0;
+    *total = L;
+    if (c->stages <= 1) return ACTC_OK;
+    double *v = calloc((size_t)c->stages, sizeof *v);
+    if (!v) return actc_set_error(ACTC_ERR_OOM, "out of memory measuring sensitivities");
+    v[c->stage] = L;
+    actc_status s = stage_sum(c, v, c->stages);
+    *total = 0;
+    for (int i = 0; s == ACTC_OK && i < c->stages; i++) {
+        if (i == c->stage) *first = *total;
+        *total += (int)v[i];
+    }
+    free(v);
+    return s;
+}
+
+/* Algorithm 1 through the measuring policy m's hooks, then its commit.
+ * Across pipeline stages every stage runs every pass: pass j perturbs the
+ * j-th tensor of them all (its own stage's), and the gradients' change is
+ * summed over the stages. */
 static actc_status estimate(actc_controller *c, actc_policy *m, actc_fwdbwd_fn fn, void *user)
 {
     const actc_policy_measure *h = m->measure;
@@ -165,7 +212,7 @@ static actc_status estimate(actc_controller *c, actc_policy *m, actc_fwdbwd_fn f
     if (!g0) return actc_last_status();
     c->ctx->sensitivity_pass = 1;
     h->mode(m, 1, 0, 0);
-    int n = 0, L = 0;
+    int n = 0, L = 0, first = 0, total = 0;
     actc_status s = pass(c, fn, user, step, c->o.estimate_samples, &n);
     if (s == ACTC_OK) s = grad_diff(c, g0, 1, 0, NULL);
     if (s == ACTC_OK) {
@@ -174,13 +221,17 @@ static actc_status estimate(actc_controller *c, actc_policy *m, actc_fwdbwd_fn f
         cl = malloc((size_t)(L ? L : 1) * sizeof *cl);
         if (!keys || !cl) s = actc_set_error(ACTC_ERR_OOM, "out of memory measuring sensitivities");
         else h->keys(m, keys, L);
+        if (s == ACTC_OK) s = stage_tensors(c, L, &first, &total);
         const double S = h->unit_variance(m);
-        for (int l = 0; s == ACTC_OK && l < L; l++) {
-            h->mode(m, 1, keys[l], 0x9E3779B97F4A7C15ULL + (uint64_t)l);
+        for (int j = 0; s == ACTC_OK && j < total; j++) {
+            const int l = j - first, mine = l >= 0 && l < L;
+            h->mode(m, 1, mine ? keys[l] : 0, 0x9E3779B97F4A7C15ULL + (uint64_t)j);
             int nl = 0;
             s = pass(c, fn, user, step, c->o.estimate_samples, &nl);
             double d = 0;
-            if (s == ACTC_OK && (s = grad_diff(c, g0, 0, 0, &d)) == ACTC_OK) cl[l] = 0.5 * d / S;
+            if (s == ACTC_OK) s = grad_diff(c, g0, 0, 0, &d);
+            if (s == ACTC_OK) s = stage_sum(c, &d, 1);
+            if (s == ACTC_OK && mine) cl[l] = 0.5 * d / S;
         }
     }
     h->mode(m, 0, 0, 0);
@@ -194,6 +245,7 @@ static actc_status estimate(actc_controller *c, actc_policy *m, actc_fwdbwd_fn f
     if (s != ACTC_OK) return s;
     c->est_n = n;
     c->comp_sub = h->variance(m);
+    if ((s = stage_sum(c, &c->comp_sub, 1)) != ACTC_OK) return s; /* every stage's tensors' */
     c->adapted = 1;
     c->alert_due = 1;
     return ACTC_OK;
@@ -211,7 +263,8 @@ static actc_status track_variance(actc_controller *c, int n_batch)
         return s;
     }
     double d = 0;
-    if ((s = grad_diff(c, c->mean, 0, 1, &d)) != ACTC_OK) {
+    if ((s = grad_diff(c, c->mean, 0, 1, &d)) == ACTC_OK) s = stage_sum(c, &d, 1);
+    if (s != ACTC_OK) {
         /* A failure part-way (no memory to build a projection) leaves the
          * mean half-moved: start it again rather than keep it. */
         actc_mem_free(c->mean);

@@ -67,8 +67,8 @@ actc_status actc__policy_compact(const char *spec, const actc_compact_opts *o, c
 /* AGoQ (policy_agoq.c): attention and loss saves exact, norms and
  * activations recomputed from their 4-bit inputs, other ACT saves at 4
  * bits: block-wise format fmt (ACTC_B4_*), blocks of `block`, stochastic
- * or nearest rounding. */
-actc_status actc__policy_agoq(const char *spec, int block, int fmt, int stochastic, actc_policy **out);
+ * or nearest rounding; dbca: DBCA-PP's bits on pipeline stages. */
+actc_status actc__policy_agoq(const char *spec, int block, int fmt, int stochastic, int dbca, actc_policy **out);
 #define ACTC_AGOQ_BLOCK 128 /* the paper's blocksize (section 4.1.2) */
 /* GACT (policy_gact.c): adaptive at an average of `budget` bits over the
  * ladder 32/8/4/2/1, or every ACT tensor at fixed_bits when non-zero;

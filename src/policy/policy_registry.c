@@ -49,6 +49,12 @@ static const char *const g_list =
     "  agoq:block=B,fmt=F,round=R  blocks of B (32..4096, a power of two), F = fp4-bnb\n"
     "                    (bitsandbytes' FP4), fp4-e2m1 (OCP MX) or nf4, R = nearest or\n"
     "                    stochastic\n"
+    "  agoq:dbca         AGoQ with DBCA-PP on pipeline stages (--pipeline): a stage that\n"
+    "                    holds fewer micro-batches at once than the first takes the most\n"
+    "                    bits (up to 8) that keep its compressed context at the first\n"
+    "                    stage's 4-bit one: 5-7 bits per-group (groups of the block, bf16\n"
+    "                    zero point and range), 8 bits the block-wise dynamic map;\n"
+    "                    outside a pipeline it is agoq (options combine: agoq:dbca,block=64)\n"
     "  nf4, fp4, e2m1    every ACT save but the loss's in AGoQ's 4-bit block-wise format\n"
     "                    (NormalFloat4, bitsandbytes' FP4, OCP MX E2M1), without AGoQ's rule;\n"
     "                    options ,block=G (32..4096, a power of two, default 64) and\n"
@@ -208,7 +214,7 @@ static actc_status parse_agoq(const char *spec, const char *args, actc_policy **
     char buf[96];
     if (strlen(args) >= sizeof buf) return bad_spec(spec, "too long");
     strcpy(buf, args);
-    int block = ACTC_AGOQ_BLOCK, fmt = ACTC_B4_FP4_BNB, stochastic = 0;
+    int block = ACTC_AGOQ_BLOCK, fmt = ACTC_B4_FP4_BNB, stochastic = 0, dbca = 0;
     const size_t len0 = strlen(buf);
     if (len0 && (buf[0] == ',' || buf[len0 - 1] == ',' || strstr(buf, ",,"))) return bad_spec(spec, "empty option");
     for (char *save = NULL, *opt = strtok_r(buf, ",", &save); opt; opt = strtok_r(NULL, ",", &save)) {
@@ -220,14 +226,17 @@ static actc_status parse_agoq(const char *spec, const char *args, actc_policy **
                 return bad_spec(spec, "agoq's fmt= is fp4-bnb (bitsandbytes' FP4), fp4-e2m1 (OCP MX) or nf4");
         } else if (!strcasecmp(opt, "round=nearest") || !strcasecmp(opt, "round=stochastic")) {
             stochastic = tolower((unsigned char)opt[6]) == 's';
+        } else if (!strcasecmp(opt, "dbca")) {
+            dbca = 1;
         } else {
-            return bad_spec(spec, "agoq's options are block=B, fmt=fp4-bnb|fp4-e2m1|nf4, round=nearest|stochastic");
+            return bad_spec(spec, "agoq's options are block=B, fmt=fp4-bnb|fp4-e2m1|nf4, round=nearest|stochastic, "
+                                  "dbca");
         }
     }
     char canon[96];
-    snprintf(canon, sizeof canon, "agoq:block=%d,fmt=%s%s", block, actc_block4_format_name(fmt),
-             stochastic ? ",round=stochastic" : "");
-    return actc__policy_agoq(canon, block, fmt, stochastic, out);
+    snprintf(canon, sizeof canon, "agoq:block=%d,fmt=%s%s%s", block, actc_block4_format_name(fmt),
+             stochastic ? ",round=stochastic" : "", dbca ? ",dbca" : "");
+    return actc__policy_agoq(canon, block, fmt, stochastic, dbca, out);
 }
 
 /* One of compact's options into o (layers: the scopes' globs); NULL, or

@@ -5,6 +5,20 @@
 #include "actc.h"
 #include "../data/data.h"
 
+/* What one pass over the batch (the controller runs one or more) needs and
+ * what it measured. */
+typedef struct {
+    struct actc_trainer *t;
+    const actc_batch *b;       /* this process's rows of the batch            */
+    int total;                 /* samples of the whole batch (every process's) */
+    double loss_sum;           /* loss x rows (or x samples for a user loss) */
+    long correct, rows;
+    int samples;
+    int kept;                  /* the pass the controller keeps (not a measuring one) */
+    double forward_s, backward_s, pass_s;
+    double codec_forward_s, codec_backward_s; /* the store's encode + decode inside them */
+} actc__pass_state;
+
 /* What `none` keeps for micro-batches of one shape (reference.c). */
 typedef struct {
     int ndim, shape[ACTC_MAX_DIMS]; /* x's; for token ids {B, T}           */
@@ -35,6 +49,9 @@ struct actc_trainer {
     actc_step_hook_fn on_after;
     void *on_after_user;
     actc_trainer_group group;  /* size 1 when alone                          */
+    actc_trainer_pipe pipe;    /* stages 1 when not a pipeline stage         */
+    int *shared;               /* pipe.shared's copy                          */
+    actc_pipe_stats pst;       /* the epoch's, pipe_pass.c                    */
     uint8_t *fired;            /* per parameter: complete event raised       */
     int events_on;             /* forward the engine's events (final pass,
                                   last micro-batch)                          */
@@ -55,6 +72,14 @@ struct actc_trainer {
  * labels, or the forward's own scalar when b has none), recorded on ctx;
  * *correct and *rows as actc_cross_entropy counts them.  NULL on error. */
 actc_tensor *actc__trainer_loss(actc_trainer *t, actc_ctx *ctx, const actc_batch *b, int *correct, long *rows);
+/* The controller's fwdbwd for a pipeline stage: the pipe's schedule over
+ * the micro-batches of the pass (pipe_pass.c); user an actc__pass_state. */
+actc_status actc__pipe_pass(actc_ctx *ctx, void *user, int max_samples, int *samples);
+/* An evaluation forward of batch b on a pipeline stage (pipe_pass.c):
+ * stage > 0 receives its input, stage < last sends its output; the last
+ * stage's logits into *out (NULL on the others). */
+actc_status actc__pipe_eval_forward(actc_trainer *t, actc_ctx *ctx, const actc_batch *b, actc_tensor **out);
+
 /* Give ctx's store what `none` keeps for micro-batch b (measured once per
  * batch shape by a counting forward; see reference.c).  Never fails: a
  * shape that cannot be measured gets no reference. */

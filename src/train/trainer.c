@@ -13,6 +13,7 @@
 #include "train.h"
 #include "../autograd/autograd.h"
 #include "../core/core.h"
+#include "../optim/optim.h"
 #include "../policy/policy.h"
 #include <math.h>
 #include <stdlib.h>
@@ -144,6 +145,7 @@ actc_status actc_trainer_new(actc_model *m, const actc_trainer_opts *opts, actc_
     if (!t) return actc_set_error(ACTC_ERR_OOM, "out of memory for a trainer");
     t->m = m;
     t->group.size = 1;
+    t->pipe.stages = 1;
     t->np = actc_model_params(m, &t->params);
     if (!(t->fired = calloc((size_t)t->np + 1, 1))) {
         s = actc_set_error(ACTC_ERR_OOM, "out of memory for a trainer");
@@ -181,6 +183,7 @@ void actc_trainer_free(actc_trainer *t)
     actc_ctx_free(t->counter);
     actc_ctx_free(t->ctx);
     free(t->fired);
+    free(t->shared);
     free(t->note);
     free(t);
 }
@@ -226,6 +229,82 @@ actc_status actc_trainer_set_group(actc_trainer *t, const actc_trainer_group *g)
     return ACTC_OK;
 }
 
+actc_status actc_trainer_set_pipe(actc_trainer *t, const actc_trainer_pipe *p)
+{
+    if (!t) return actc_set_error(ACTC_ERR_INVALID, "actc_trainer_set_pipe: trainer is NULL");
+    if (!p || p->stages <= 1) {
+        free(t->shared);
+        t->shared = NULL;
+        memset(&t->pipe, 0, sizeof t->pipe);
+        t->pipe.stages = 1;
+        actc_ctx_set_stage(t->ctx, 0, 0);
+        return actc_controller_set_stages(t->ctrl, 0, 1, NULL, NULL);
+    }
+    if (p->stage < 0 || p->stage >= p->stages || !p->start || !p->wait || !p->sum || (p->n_shared && !p->share) ||
+        p->n_shared < 0 || (p->n_shared && !p->shared))
+        return actc_set_error(ACTC_ERR_INVALID, "actc_trainer_set_pipe: stage %d of %d, or a function missing", p->stage,
+                              p->stages);
+    if (!actc_model_takes_tokens(t->m) || actc_model_is_custom(t->m))
+        return actc_set_error(ACTC_ERR_INVALID, "a pipeline stage trains a part of a transformer (gpt, llama), not "
+                                                "model %s", actc_model_name(t->m));
+    if (t->o.accum < p->stages)
+        return actc_set_error(ACTC_ERR_INVALID, "a pipeline of %d stages needs at least %d micro-batches a step "
+                                                "(accum is %d)", p->stages, p->stages, t->o.accum);
+    for (int i = 0; i < p->n_shared; i++)
+        if (p->shared[i] < 0 || p->shared[i] >= t->np)
+            return actc_set_error(ACTC_ERR_INVALID, "actc_trainer_set_pipe: shared parameter %d of %d", p->shared[i],
+                                  t->np);
+    /* What each stage holds at once under the schedule, for the policies
+     * that compensate the stages holding fewer (DBCA-PP). */
+    int held = 0, most = 0;
+    actc_pipe_op *ops = malloc(2 * (size_t)t->o.accum * sizeof *ops);
+    if (!ops) return actc_set_error(ACTC_ERR_OOM, "out of memory for a pipeline stage");
+    actc_status s = ACTC_OK;
+    for (int k = 0; s == ACTC_OK && k < p->stages; k++) {
+        int peak = 0;
+        s = actc_pipe_ops(p->schedule, k, p->stages, t->o.accum, ops, &peak);
+        if (peak > most) most = peak;
+        if (k == p->stage) held = peak;
+    }
+    free(ops);
+    if (s == ACTC_OK) s = actc_controller_set_stages(t->ctrl, p->stage, p->stages, p->sum, p->user);
+    if (s == ACTC_OK) s = actc_ctx_set_stage(t->ctx, held, most);
+    if (s != ACTC_OK) return s;
+    int *sh = p->n_shared ? malloc((size_t)p->n_shared * sizeof *sh) : NULL;
+    if (p->n_shared && !sh) return actc_set_error(ACTC_ERR_OOM, "out of memory for a pipeline stage");
+    if (sh) memcpy(sh, p->shared, (size_t)p->n_shared * sizeof *sh);
+    free(t->shared);
+    t->shared = sh;
+    t->pipe = *p;
+    t->pipe.shared = sh;
+    return ACTC_OK;
+}
+
+void actc_trainer_pipe_stats(const actc_trainer *t, actc_pipe_stats *s)
+{
+    if (s) memset(s, 0, sizeof *s);
+    if (t && s) *s = t->pst;
+}
+
+/* The stages' shared parameters' gradients summed with their other copies
+ * (a tied embedding's, between the first and the last stage). */
+static actc_status share_grads(actc_trainer *t)
+{
+    for (int i = 0; i < t->pipe.n_shared; i++) {
+        actc_tensor *p = t->params[t->shared[i]];
+        float *g;
+        actc_grad_info gi;
+        actc_grad_get_info(p, &gi);
+        if (gi.present && gi.form != ACTC_GRAD_DENSE)
+            return actc_set_error(ACTC_ERR_INVALID, "parameter %s is shared between pipeline stages: its gradient "
+                                                    "must be dense fp32 (no 8-bit or low-rank gradients)", p->name);
+        actc_status s = actc_grad_buffer(t->ctx, p, &g); /* zeros if this stage's backward did not reach it */
+        if (s == ACTC_OK) s = t->pipe.share(g, p->numel, t->pipe.user);
+        if (s != ACTC_OK) return s;
+    }
+    return ACTC_OK;
+}
+
 /* Sum v[0..n) over the group (nothing alone). */
 static actc_status group_sum(const actc_trainer *t, double *v, int n)
 {
@@ -261,20 +340,6 @@ actc_status actc_trainer_set_recipe(actc_trainer *t, const actc_run_recipe *r)
 const actc_run_recipe *actc_trainer_recipe(const actc_trainer *t) { return t->has_recipe ? &t->recipe : NULL; }
 
 /* ---- the step ---------------------------------------------------------------- */
-
-/* What one pass over the batch (the controller runs one or more) needs and
- * what it measured. */
-typedef struct {
-    actc_trainer *t;
-    const actc_batch *b;       /* this process's rows of the batch            */
-    int total;                 /* samples of the whole batch (every process's) */
-    double loss_sum;           /* loss x rows (or x samples for a user loss) */
-    long correct, rows;
-    int samples;
-    int kept;                  /* the pass the controller keeps (not a measuring one) */
-    double forward_s, backward_s, pass_s;
-    double codec_forward_s, codec_backward_s; /* the store's encode + decode inside them */
-} pass_state;
 
 /* Rows [off, off + k) of b as a batch of its own; an image sub-batch is a
  * copy (*copy, released by the caller) unless it is the whole batch. */
@@ -337,7 +402,7 @@ actc_tensor *actc__trainer_loss(actc_trainer *t, actc_ctx *ctx, const actc_batch
 /* Forward, loss and backward of rows [off, off + k) of the n the pass
  * covers, the gradient scaled by k / n.  The kept pass first gives the
  * store what `none` keeps for this micro-batch (reference.c). */
-static actc_status micro_batch(pass_state *p, actc_ctx *ctx, int off, int k, int n)
+static actc_status micro_batch(actc__pass_state *p, actc_ctx *ctx, int off, int k, int n)
 {
     actc_batch part;
     actc_tensor *copy;
@@ -371,7 +436,7 @@ static actc_status micro_batch(pass_state *p, actc_ctx *ctx, int off, int k, int
  * micro-batches of ceil(N / accum). */
 static actc_status trainer_pass(actc_ctx *ctx, void *user, int max_samples, int *samples)
 {
-    pass_state *p = user;
+    actc__pass_state *p = user;
     actc_trainer *t = p->t;
     const int N = actc_batch_samples(p->b);
     const int n = max_samples > 0 && max_samples < N ? max_samples : N;
@@ -442,9 +507,10 @@ static actc_status gradients(actc_trainer *t, const actc_batch *b, actc_step_res
         actc_status ss = slice(b, lo, hi - lo, &mine, &copy);
         if (ss != ACTC_OK) return ss;
     }
-    pass_state p = {.t = t, .b = &mine, .total = N};
+    actc__pass_state p = {.t = t, .b = &mine, .total = N};
     double t0 = actc__now();
-    actc_status s = actc_controller_iterate(t->ctrl, trainer_pass, &p);
+    const int piped = t->pipe.stages > 1;
+    actc_status s = actc_controller_iterate(t->ctrl, piped ? actc__pipe_pass : trainer_pass, &p);
     const double iterate_s = actc__now() - t0;
     actc_ctx_set_step(t->ctx, t->step);
     /* Parameters the graph did not reach complete now, in order. */
@@ -454,9 +520,12 @@ static actc_status gradients(actc_trainer *t, const actc_batch *b, actc_step_res
             s = t->on_grad(t, t->params[i], i, t->on_grad_user);
         }
     if (s == ACTC_OK && t->on_after) s = t->on_after(t, t->on_after_user);
+    if (s == ACTC_OK && piped) s = share_grads(t);
     actc_tensor_release(copy);
     double v[4] = {p.loss_sum, (double)p.correct, (double)p.rows, (double)p.samples};
+    if (piped && t->pipe.stage != t->pipe.stages - 1) memset(v, 0, sizeof v); /* the last stage's */
     if (s == ACTC_OK) s = group_sum(t, v, 4);
+    if (s == ACTC_OK && piped) s = t->pipe.sum(v, 4, t->pipe.user);
     p.loss_sum = v[0];
     p.correct = (long)v[1];
     p.rows = (long)v[2];
@@ -513,13 +582,30 @@ static void note_grad_bytes(actc_trainer *t)
     }
 }
 
+/* Clip the gradients' norm to the option's, over every stage's parameters
+ * when the trainer is a pipeline stage (shared ones counted once). */
+static actc_status clip(actc_trainer *t, float *norm)
+{
+    if (t->pipe.stages <= 1) return actc_clip_grad_norm(t->params, t->np, t->o.clip, norm);
+    uint8_t *skip = NULL;
+    if (!t->pipe.shared_counted && t->pipe.n_shared) {
+        if (!(skip = calloc((size_t)t->np, 1))) return actc_set_error(ACTC_ERR_OOM, "out of memory clipping");
+        for (int i = 0; i < t->pipe.n_shared; i++) skip[t->shared[i]] = 1;
+    }
+    double sq;
+    actc_status s = actc__grad_norm_sq(t->params, t->np, skip, &sq);
+    free(skip);
+    if (s == ACTC_OK) s = t->pipe.sum(&sq, 1, t->pipe.user);
+    return s == ACTC_OK ? actc__clip_to_norm(t->params, t->np, t->o.clip, sq, norm) : s;
+}
+
 actc_status actc_trainer_step(actc_trainer *t, const actc_batch *b, actc_step_result *r)
 {
     actc_step_result res;
     actc_status s = gradients(t, b, &res);
     double t1 = actc__now();
     if (s == ACTC_OK) note_grad_bytes(t);
-    if (s == ACTC_OK && t->o.clip > 0) s = actc_clip_grad_norm(t->params, t->np, t->o.clip, &res.grad_norm);
+    if (s == ACTC_OK && t->o.clip > 0) s = clip(t, &res.grad_norm);
     if (s == ACTC_OK) s = actc_optim_step(t->opt, res.lr);
     if (s != ACTC_OK) return t ? step_failed(t, s) : s;
     res.update_s = actc__now() - t1;
@@ -537,6 +623,7 @@ actc_status actc_trainer_train_epoch(actc_trainer *t, actc_source *src, actc_pro
     const int nb = actc_source_batches(src);
     actc_mem_reset_peak();
     actc_store_reset_peak(t->ctx);
+    memset(&t->pst, 0, sizeof t->pst);
     memset(t->grad_bytes, 0, sizeof t->grad_bytes);
     t->grad_fp32 = 0;
     const double t0 = actc__now();
@@ -607,7 +694,7 @@ actc_status actc_trainer_train_epoch(actc_trainer *t, actc_source *src, actc_pro
 
 /* Batches first, first + stride, ... of src; r gets the sums (loss x rows
  * in r->loss). */
-static actc_status evaluate(actc_model *m, actc_ctx *ctx, actc_source *src, int first, int stride,
+static actc_status evaluate(actc_model *m, actc_trainer *piped, actc_ctx *ctx, actc_source *src, int first, int stride,
                             actc_eval_result *r)
 {
     memset(r, 0, sizeof *r);
@@ -619,12 +706,18 @@ static actc_status evaluate(actc_model *m, actc_ctx *ctx, actc_source *src, int 
     for (int i = first; i < actc_source_batches(src) && s == ACTC_OK; i += stride) {
         actc_batch b;
         if ((s = actc_source_get(src, 0, (uint64_t)i, 0, &b)) != ACTC_OK) break;
-        actc_tensor *out = actc_model_forward_batch(m, ctx, &b);
-        if (!out) {
+        const int n = actc_batch_samples(&b);
+        actc_tensor *out = NULL;
+        if (piped) {
+            /* Only the last stage has the logits. */
+            if ((s = actc__pipe_eval_forward(piped, ctx, &b, &out)) != ACTC_OK || !out) {
+                samples += n;
+                continue;
+            }
+        } else if (!(out = actc_model_forward_batch(m, ctx, &b))) {
             s = actc_last_status();
             break;
         }
-        const int n = actc_batch_samples(&b);
         int c = 0;
         long w = n;
         actc_tensor *loss = out;
@@ -663,7 +756,7 @@ static void eval_means(actc_eval_result *r)
 actc_status actc_evaluate(actc_model *m, actc_ctx *ctx, actc_source *src, actc_eval_result *r)
 {
     if (!m || !ctx || !src || !r) return actc_set_error(ACTC_ERR_INVALID, "actc_evaluate: NULL argument");
-    actc_status s = evaluate(m, ctx, src, 0, 1, r);
+    actc_status s = evaluate(m, NULL, ctx, src, 0, 1, r);
     if (s == ACTC_OK) eval_means(r);
     return s;
 }
@@ -671,11 +764,14 @@ actc_status actc_evaluate(actc_model *m, actc_ctx *ctx, actc_source *src, actc_e
 actc_status actc_trainer_evaluate(actc_trainer *t, actc_source *src, actc_eval_result *r)
 {
     if (!t || !src || !r) return actc_set_error(ACTC_ERR_INVALID, "actc_trainer_evaluate: NULL argument");
-    actc_status s = evaluate(t->m, t->ctx, src, t->group.rank, t->group.size, r);
+    const int piped = t->pipe.stages > 1;
+    actc_status s = evaluate(t->m, piped ? t : NULL, t->ctx, src, t->group.rank, t->group.size, r);
     double v[4] = {r->loss, r->accuracy, (double)r->rows, (double)r->samples};
+    if (piped && t->pipe.stage != t->pipe.stages - 1) memset(v, 0, sizeof v); /* the last stage's */
     /* A failed rank still takes part in the sum, so the others do not wait
      * for it; its status fails this rank only. */
     actc_status gs = group_sum(t, v, 4);
+    if (gs == ACTC_OK && piped) gs = t->pipe.sum(v, 4, t->pipe.user);
     if (s != ACTC_OK) return s;
     if (gs != ACTC_OK) return gs;
     r->loss = v[0];
