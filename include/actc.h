@@ -2416,6 +2416,23 @@ ACTC_API actc_dist *actc_pipe_replicas(actc_pipe *p);
  * stage both hold (the tied embedding of gpt) found by name and their
  * gradients summed between them after backward.  actc_pipe_free detaches. */
 ACTC_API actc_status actc_pipe_attach(actc_pipe *p, actc_trainer *t, actc_pipe_schedule schedule);
+/* Checkpoints of a pipeline.  actc_pipe_save: collective (every rank);
+ * stage 0 of replica 0 writes one file of the whole model, as one process
+ * would (its optimizer state, position, recipe), filled from every stage
+ * by name, with each stage's learnt policy state (stage 0's where one
+ * process keeps its own, the others' beside it); it holds the whole model
+ * and optimizer in memory while it writes.  That rank returns the write's
+ * status, the others ACTC_OK once their part is sent.  Any run loads the
+ * file: one process as it loads any checkpoint, a pipeline stage by
+ * actc_trainer_load on its part (its tensors by name) then
+ * actc_pipe_resume, which gives each stage its own learnt state back when
+ * the file was written by as many stages (*applied = 1: the same layout,
+ * so the run goes on bit for bit); otherwise (*applied = 0), as in one
+ * process loading it, a policy that learns (actc_ctx_policy_learns)
+ * starts learning afresh: each stage's state is about its own tensors.
+ * Weights, optimizer state and position load exactly either way. */
+ACTC_API actc_status actc_pipe_save(actc_pipe *p, const char *path);
+ACTC_API actc_status actc_pipe_resume(actc_pipe *p, const char *path, int *applied);
 
 /* ------------------------------------------------------------------------ */
 /* Memory report                                                              */
@@ -2644,7 +2661,12 @@ ACTC_API actc_status actc_trainer_save(actc_trainer *t, const char *path);
  * run then continues bit for bit as if never interrupted (at the same
  * thread count).  Files without a trainer record (actc_checkpoint_save,
  * versions 2 and 3) restore the model, the optimizer and the position they
- * have.  The file's run recipe and note replace t's. */
+ * have.  The file's run recipe and note replace t's.  A part of a model
+ * (a pipeline stage: actc_model_opts.n_blocks) takes its tensors and their
+ * optimizer state by name from a file of the whole model, and the learnt
+ * policy state only through actc_pipe_resume from a pipeline's file of as
+ * many stages; a pipeline's file (actc_pipe_save) loaded in one process
+ * gives none either: a policy that learns then starts afresh. */
 ACTC_API actc_status actc_trainer_load(actc_trainer *t, const char *path);
 /* The application's text saved with the trainer (NULL clears it). */
 ACTC_API actc_status actc_trainer_set_note(actc_trainer *t, const char *note);

@@ -65,11 +65,6 @@ static int pipeline_checks(const train_opts *o, int lm, const cli_dist *dist)
                         "%d or more)\n", o->accum, o->pipeline, o->pipeline, o->pipeline);
         return 2;
     }
-    if (o->save_path || o->resume_path || o->init_path) {
-        fprintf(stderr, "error: --save, --resume and --init do not take pipeline runs yet: a stage holds only its "
-                        "part of the model\n");
-        return 2;
-    }
     return 0;
 }
 
@@ -142,8 +137,11 @@ void train_build_flags(flag_def *f, void *opts)
 
 static int save(const train_opts *o, run_state *r)
 {
-    if (o->save_path && (r->dist.d ? actc_dist_save(r->dist.d, o->save_path) : actc_trainer_save(r->t, o->save_path)) != ACTC_OK)
-        return fail("saving checkpoint");
+    if (!o->save_path) return 0;
+    actc_status s = r->pipe     ? actc_pipe_save(r->pipe, o->save_path)
+                    : r->dist.d ? actc_dist_save(r->dist.d, o->save_path)
+                                : actc_trainer_save(r->t, o->save_path);
+    if (s != ACTC_OK) return fail("saving checkpoint");
     return 0;
 }
 

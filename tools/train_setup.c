@@ -75,7 +75,23 @@ int train_setup(run_state *r, train_opts *o, int lm)
     mo.width = o->width;
     mo.dropout = o->dropout;
     mo.seed = o->seed;
-    if (o->resume_path || o->init_path) {
+    if (o->pipeline > 1) {
+        /* This stage's part of the model: the checkpoint's shape when one
+         * is given (its tensors load by name, below and in the trainer). */
+        const char *ck = o->resume_path ? o->resume_path : o->init_path;
+        actc_ckpt_info info;
+        if (ck && actc_checkpoint_info(ck, &info) != ACTC_OK) return fail(o->resume_path ? "--resume" : "--init");
+        if (ck) mo = info.model_opts;
+        actc_dist_set_timeout(r->dist.d, o->comm_timeout); /* the stages' handles take it */
+        if (actc_pipe_new(r->dist.d, o->pipeline, &r->pipe) != ACTC_OK) return fail("--pipeline");
+        if (actc_pipe_layout(o->model, &mo, o->pipeline, r->first_block, r->n_blocks) != ACTC_OK)
+            return fail("--pipeline");
+        const int stage = actc_pipe_stage(r->pipe);
+        mo.first_block = r->first_block[stage];
+        mo.n_blocks = r->n_blocks[stage];
+        if (actc_model_create(o->model, &mo, &r->model) != ACTC_OK) return fail("--model");
+        if (o->init_path && actc_checkpoint_load(o->init_path, r->model, NULL, NULL) != ACTC_OK) return fail("--init");
+    } else if (o->resume_path || o->init_path) {
         const char *path = o->resume_path ? o->resume_path : o->init_path;
         const char *flag = o->resume_path ? "--resume" : "--init";
         if (actc_checkpoint_model(path, &r->model) != ACTC_OK) return fail(flag);
@@ -92,15 +108,6 @@ int train_setup(run_state *r, train_opts *o, int lm)
                         mo.in_channels, mo.in_h, mo.in_w, mo.num_classes);
             return 1;
         }
-    } else if (o->pipeline > 1) {
-        actc_dist_set_timeout(r->dist.d, o->comm_timeout); /* the stages' handles take it */
-        if (actc_pipe_new(r->dist.d, o->pipeline, &r->pipe) != ACTC_OK) return fail("--pipeline");
-        if (actc_pipe_layout(o->model, &mo, o->pipeline, r->first_block, r->n_blocks) != ACTC_OK)
-            return fail("--pipeline");
-        const int stage = actc_pipe_stage(r->pipe);
-        mo.first_block = r->first_block[stage];
-        mo.n_blocks = r->n_blocks[stage];
-        if (actc_model_create(o->model, &mo, &r->model) != ACTC_OK) return fail("--model");
     } else if (actc_model_create(o->model, &mo, &r->model) != ACTC_OK) {
         return fail("--model");
     }
@@ -153,7 +160,8 @@ int train_setup(run_state *r, train_opts *o, int lm)
         const actc_pipe_schedule ps = !strcmp(o->pipe_schedule, "gpipe") ? ACTC_PIPE_GPIPE : ACTC_PIPE_1F1B;
         if (r->pipe && actc_pipe_attach(r->pipe, r->t, ps) != ACTC_OK) return fail("--pipeline");
         /* Each rank's own learnt policy state, if the file holds them. */
-        if (o->resume_path && actc_dist_resume(r->dist.d, o->resume_path, &r->rank_states) != ACTC_OK)
+        if (o->resume_path && (r->pipe ? actc_pipe_resume(r->pipe, o->resume_path, &r->rank_states)
+                                       : actc_dist_resume(r->dist.d, o->resume_path, &r->rank_states)) != ACTC_OK)
             return fail("--resume");
     }
     /* Rank 0 writes the checkpoints (the others send it their policy

@@ -69,6 +69,16 @@ struct actc_dist {
     actc_dist_stats st;
 };
 
+/* A pipeline (pipe.c): this rank's place in the grid of stages x replicas. */
+struct actc_pipe {
+    actc_dist *pp;        /* this replica's stages: its rank is the stage     */
+    actc_dist *dp;        /* this stage's replicas (NULL: one)               */
+    int stage, stages;
+    int *shared;          /* parameters tied to the other end's copy          */
+    int n_shared;
+    actc_trainer *t;
+};
+
 /* Make t's group this communicator (comm.c). */
 actc_status actc__dist_set_group(actc_dist *d, actc_trainer *t);
 /* Wait for req to complete, answering the other ranks' pings; past the

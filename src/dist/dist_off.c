@@ -63,6 +63,17 @@ void actc_pipe_free(actc_pipe *p) { (void)p; }
 int actc_pipe_stage(const actc_pipe *p) { return (void)p, 0; }
 int actc_pipe_stages(const actc_pipe *p) { return (void)p, 1; }
 actc_dist *actc_pipe_replicas(actc_pipe *p) { return (void)p, NULL; }
+actc_status actc_pipe_save(actc_pipe *p, const char *path)
+{
+    (void)p, (void)path;
+    return no_mpi("actc_pipe_save");
+}
+actc_status actc_pipe_resume(actc_pipe *p, const char *path, int *applied)
+{
+    (void)p, (void)path;
+    if (applied) *applied = 0;
+    return no_mpi("actc_pipe_resume");
+}
 actc_status actc_pipe_sum(actc_pipe *p, double *v, int n)
 {
     (void)p, (void)v, (void)n;

@@ -9,15 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct actc_pipe {
-    actc_dist *pp;        /* this replica's stages: its rank is the stage     */
-    actc_dist *dp;        /* this stage's replicas (NULL: one)               */
-    int stage, stages;
-    int *shared;          /* parameters tied to the other end's copy          */
-    int n_shared;
-    actc_trainer *t;
-};
-
 /* A handle on the ranks of world with the same color (ordered by key). */
 static actc_status split(actc_dist *world, int color, int key, actc_dist **out)
 {

@@ -35,7 +35,12 @@
  * controller's as actc__learnt_save frames them (src/policy/learnt.c);
  * RANKS (under data parallelism, for a policy that learns on each rank
  * from that rank's rows: u32 P, then for ranks 1 .. P-1 a u64 length and
- * that rank's learnt state, framed the same way; rank 0's is LEARNT).
+ * that rank's learnt state, framed the same way; rank 0's is LEARNT);
+ * STAGES (a pipeline's: the same for stages 1 .. P-1, each of which
+ * learnt about its own tensors; stage 0's is LEARNT).  A pipeline's file
+ * holds the whole model and optimizer (stage 0 gathers the stages' tensors
+ * and writes it); a part of the model (actc_model_opts.n_blocks) loads the
+ * tensors it holds by name.
  * A build older than LEARNT refuses such a file (an unknown section)
  * rather than resume without its adaptation.
  *
@@ -83,7 +88,7 @@ enum {
     F_RECIPE
 };
 /* POLICY and CONTROLLER: files of actc 0.2 before LEARNT, read only. */
-enum { S_MODEL = 1, S_OPTIM, S_POLICY, S_CONTROLLER, S_RANKS, S_LEARNT };
+enum { S_MODEL = 1, S_OPTIM, S_POLICY, S_CONTROLLER, S_RANKS, S_LEARNT, S_STAGES };
 
 static uLong crc_update(uLong crc, const uint8_t *p, size_t n)
 {
@@ -252,6 +257,8 @@ typedef struct {
                                   ranks 1 .. ranks-1                         */
     const uint8_t *const *state;
     const size_t *state_len;
+    int stages;                /* the states are a pipeline's stages': a
+                                  STAGES section, state[0] is LEARNT's       */
 } save_extra;
 
 static void put_record(actc__wbuf *w, actc_model *m, actc_optim *o, const save_extra *x)
@@ -388,11 +395,15 @@ static actc_status put_sections(actc__wbuf *w, sections *sc, actc_model *m, actc
     if (x->t) {
         section_begin(w, sc, S_LEARNT);
         actc__w_str(w, x->t->policy);
-        actc_status s = actc__learnt_save(actc__ctx_policy_of(x->t->ctx), x->t->ctrl, w);
-        if (s != ACTC_OK) return s;
+        if (x->stages) {
+            actc__w_bytes(w, x->state[0], x->state_len[0]);
+        } else {
+            actc_status s = actc__learnt_save(actc__ctx_policy_of(x->t->ctx), x->t->ctrl, w);
+            if (s != ACTC_OK) return s;
+        }
         section_end(w, sc);
         if (x->ranks > 1) {
-            section_begin(w, sc, S_RANKS);
+            section_begin(w, sc, x->stages ? S_STAGES : S_RANKS);
             actc__w_u32(w, (uint32_t)x->ranks);
             for (int r = 1; r < x->ranks; r++) {
                 actc__w_u64(w, x->state_len[r]);
@@ -572,8 +583,16 @@ actc_status actc__trainer_save_ranks(actc_trainer *t, const char *path, int rank
                                      const size_t *state_len)
 {
     if (!t) return actc_set_error(ACTC_ERR_INVALID, "actc_trainer_save: trainer is NULL");
-    save_extra x = {t, t->note, actc_trainer_recipe(t), ranks, state, state_len};
+    save_extra x = {t, t->note, actc_trainer_recipe(t), ranks, state, state_len, 0};
     return save(path, t->m, t->opt, &x);
+}
+
+actc_status actc__trainer_save_whole(actc_trainer *t, const char *path, actc_model *m, actc_optim *o, int stages,
+                                     const uint8_t *const *state, const size_t *state_len)
+{
+    if (!t || !m || !o) return actc_set_error(ACTC_ERR_INVALID, "a pipeline's checkpoint: NULL argument");
+    save_extra x = {t, t->note, actc_trainer_recipe(t), stages, state, state_len, 1};
+    return save(path, m, o, &x);
 }
 
 /* ---- reading: the file ------------------------------------------------------------ */
@@ -597,8 +616,10 @@ typedef struct {
     int nm, no;
     int has_optim;
     uint64_t osteps;
-    const uint8_t *policy, *controller, *ranks; /* section payloads (NULL: absent) */
-    size_t policy_len, controller_len, ranks_len;
+    const uint8_t *policy, *controller, *ranks, *stages; /* section payloads (NULL: absent) */
+    size_t policy_len, controller_len, ranks_len, stages_len;
+    int *mmap, *omap;          /* a part's tensors: the record of each (NULL:
+                                  the file's order is the model's)           */
     char policy_spec[ACTC_POLICY_MAX];
     actc_tensor **fresh;       /* optimizer state in the file's subspace shapes,
                                   installed at commit (NULL entries: as is)    */
@@ -609,6 +630,8 @@ static actc_status load_whole(const char *path, ckpt *c);
 
 static void ckpt_free(ckpt *c)
 {
+    free(c->mmap);
+    free(c->omap);
     free(c->mrec);
     free(c->orec);
     for (int i = 0; c->fresh && i < c->nfresh; i++) actc_tensor_release(c->fresh[i]);
@@ -920,7 +943,7 @@ static actc_status parse_sections(ckpt *c, size_t from)
         const uint32_t tag = actc__r_u32(&r);
         const uint64_t len = actc__r_u64(&r);
         if (r.bad || len > r.end - r.pos) break;
-        if (tag < S_MODEL || tag > S_LEARNT || (seen & (1 << tag)))
+        if (tag < S_MODEL || tag > S_STAGES || (seen & (1 << tag)))
             return actc_set_error(ACTC_ERR_FORMAT, "%s has a section (%u) this build does not know or twice: written "
                                                    "by a later actc?",
                                   c->path, (unsigned)tag);
@@ -942,9 +965,10 @@ static actc_status parse_sections(ckpt *c, size_t from)
                 s.bad = 1;
             s.pos = s.end;
             break;
-        case S_RANKS: { /* P >= 2, then P - 1 states that fill the section */
-            c->ranks = c->buf + s.pos;
-            c->ranks_len = s.end - s.pos;
+        case S_RANKS:
+        case S_STAGES: { /* P >= 2, then P - 1 states that fill the section */
+            *(tag == S_RANKS ? &c->ranks : &c->stages) = c->buf + s.pos;
+            *(tag == S_RANKS ? &c->ranks_len : &c->stages_len) = s.end - s.pos;
             const uint32_t P = actc__r_u32(&s);
             if (P < 2 || P - 1 > (s.end - s.pos) / 8) s.bad = 1;
             for (uint32_t r = 1; !s.bad && r < P; r++) {
@@ -1036,8 +1060,34 @@ static actc_status match_tensors(const char *path, const char *what, const rec *
     return ACTC_OK;
 }
 
+/* A part of a model (a pipeline stage's) against the records: each of its
+ * tensors by name, with its shape; *map gets the record of each. */
+static actc_status match_by_name(const char *path, const char *what, const rec *recs, int nrec, actc_tensor **ts,
+                                 int nt, int **map)
+{
+    if (!(*map = malloc(((size_t)nt + 1) * sizeof **map)))
+        return actc_set_error(ACTC_ERR_OOM, "out of memory loading %s", path);
+    for (int i = 0; i < nt; i++) {
+        int j = 0;
+        while (j < nrec && strcmp(recs[j].name, ts[i]->name)) j++;
+        if (j == nrec)
+            return actc_set_error(ACTC_ERR_INVALID, "checkpoint %s holds no %s tensor '%s'", path, what, ts[i]->name);
+        int same = recs[j].ndim == ts[i]->ndim;
+        for (int k = 0; same && k < recs[j].ndim; k++) same = recs[j].shape[k] == ts[i]->shape[k];
+        if (!same) {
+            char a[64], b[64];
+            rec_shape_str(&recs[j], a, sizeof a);
+            actc_shape_str(ts[i], b, sizeof b);
+            return actc_set_error(ACTC_ERR_INVALID, "checkpoint %s: %s tensor '%s' has shape %s in the file, %s here",
+                                  path, what, ts[i]->name, a, b);
+        }
+        (*map)[i] = j;
+    }
+    return ACTC_OK;
+}
+
 /* Check that c holds m's state (and o's when o is not NULL): nothing is
- * changed. */
+ * changed.  A part of a model takes its tensors by name. */
 static actc_status match(ckpt *c, actc_model *m, actc_optim *o, actc_tensor ***os, int *no)
 {
     const char *path = c->path;
@@ -1046,7 +1096,9 @@ static actc_status match(ckpt *c, actc_model *m, actc_optim *o, actc_tensor ***o
                               actc_model_name(m));
     actc_tensor **ms;
     int nm = actc_model_state(m, &ms);
-    actc_status s = match_tensors(path, "model", c->mrec, c->nm, ms, nm);
+    const int part = actc_model_get_opts(m)->n_blocks > 0;
+    actc_status s = part ? match_by_name(path, "model", c->mrec, c->nm, ms, nm, &c->mmap)
+                         : match_tensors(path, "model", c->mrec, c->nm, ms, nm);
     if (s != ACTC_OK || !o) return s;
     if (!c->has_optim) return actc_set_error(ACTC_ERR_INVALID, "checkpoint %s holds no optimizer state", path);
     if (strcmp(c->info.optim, actc_optim_name(o)) != 0)
@@ -1056,6 +1108,7 @@ static actc_status match(ckpt *c, actc_model *m, actc_optim *o, actc_tensor ***o
      * moments are the initial state), so it may precede the checks. */
     *no = actc_optim_state(o, os);
     if (*no < 0) return actc_last_status();
+    if (part) return match_by_name(path, "optimizer", c->orec, c->no, *os, *no, &c->omap);
     /* A low-rank gradient's state (CompAct's r x m moments) has the shape
      * the optimizer learns from the gradient: a fresh optimizer takes the
      * file's, made here and installed by commit. */
@@ -1094,14 +1147,14 @@ static void commit(ckpt *c, actc_model *m, actc_optim *o, actc_tensor **os, int 
 {
     actc_tensor **ms;
     const int nm = actc_model_state(m, &ms);
-    for (int i = 0; i < nm; i++) copy_in(ms[i], &c->mrec[i]);
+    for (int i = 0; i < nm; i++) copy_in(ms[i], &c->mrec[c->mmap ? c->mmap[i] : i]);
     if (o) {
         for (int i = 0; c->fresh && i < no; i++)
             if (c->fresh[i]) {
                 actc__optim_state_install(o, i, c->fresh[i]);
                 c->fresh[i] = NULL;
             }
-        for (int i = 0; i < no; i++) copy_in(os[i], &c->orec[i]);
+        for (int i = 0; i < no; i++) copy_in(os[i], &c->orec[c->omap ? c->omap[i] : i]);
         actc_optim_set_steps(o, c->osteps);
     }
 }
@@ -1224,7 +1277,14 @@ actc_status actc_trainer_load(actc_trainer *t, const char *path)
                            path, !c.policy ? "policy's learnt" : "controller's");
         goto out;
     }
-    if ((s = install_learnt(t, path, c.policy, c.policy_len, c.controller, c.controller_len)) != ACTC_OK) goto out;
+    /* A pipeline's file holds each stage's learnt state, about that
+     * stage's tensors: only the same stage of as many takes it
+     * (actc__trainer_load_state); anyone else learns afresh, and so does a
+     * part of a model (a stage) loading any other file. */
+    const int part = actc_model_get_opts(t->m)->n_blocks > 0;
+    if (!c.stages && !part &&
+        (s = install_learnt(t, path, c.policy, c.policy_len, c.controller, c.controller_len)) != ACTC_OK)
+        goto out;
     commit(&c, t->m, c.has_optim ? t->opt : NULL, os, no);
     t->step = c.info.step;
     t->epoch = c.info.epoch;
@@ -1238,18 +1298,25 @@ out:
 
 actc_status actc__trainer_load_rank(actc_trainer *t, const char *path, int rank, int size, int *applied)
 {
+    return actc__trainer_load_state(t, path, 0, rank, size, applied);
+}
+
+actc_status actc__trainer_load_state(actc_trainer *t, const char *path, int stages, int rank, int size, int *applied)
+{
     *applied = 0;
     ckpt c;
     actc_status s = load_whole(path, &c);
     if (s != ACTC_OK) return s;
-    actc__rbuf r = {c.ranks, 0, c.ranks_len, 0};
-    if (!c.ranks || actc__r_u32(&r) != (uint32_t)size) goto out; /* none, or another number of ranks */
+    actc__rbuf r = {stages ? c.stages : c.ranks, 0, stages ? c.stages_len : c.ranks_len, 0};
+    if (!r.p || actc__r_u32(&r) != (uint32_t)size) goto out; /* none, or another number of ranks */
     if (c.policy && strcmp(c.policy_spec, t->policy) != 0) {
         s = actc_set_error(ACTC_ERR_INVALID, "checkpoint %s was trained with policy %s, this trainer uses %s", path,
                            c.policy_spec, t->policy);
         goto out;
     }
-    if (rank > 0) {
+    if (stages && rank == 0) { /* stage 0's is LEARNT, which actc_trainer_load left */
+        if ((s = install_learnt(t, path, c.policy, c.policy_len, c.controller, c.controller_len)) != ACTC_OK) goto out;
+    } else if (rank > 0) {
         const uint8_t *blob = NULL;
         uint64_t n = 0;
         for (int k = 1; k <= rank; k++) { /* parse_sections checked the layout */
@@ -1259,7 +1326,8 @@ actc_status actc__trainer_load_rank(actc_trainer *t, const char *path, int rank,
         const uint8_t *pol, *ctl;
         size_t plen, clen;
         if (!actc__learnt_split(blob, (size_t)n, &pol, &plen, &ctl, &clen)) {
-            s = actc_set_error(ACTC_ERR_FORMAT, "%s is malformed: the policy state of rank %d", path, rank);
+            s = actc_set_error(ACTC_ERR_FORMAT, "%s is malformed: the policy state of %s %d", path,
+                               stages ? "stage" : "rank", rank);
             goto out;
         }
         /* Policies that keep no state wrote none: nothing to install. */

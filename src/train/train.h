@@ -100,4 +100,12 @@ actc_status actc__trainer_learnt_state(const actc_trainer *t, uint8_t **out, siz
 actc_status actc__trainer_save_ranks(actc_trainer *t, const char *path, int ranks, const uint8_t *const *state,
                                      const size_t *state_len);
 actc_status actc__trainer_load_rank(actc_trainer *t, const char *path, int rank, int size, int *applied);
+/* Pipelines (src/dist/pipe.c): stage 0 writes the whole model m and its
+ * optimizer o (filled from every stage) with t's record, position and
+ * recipe, state[0] (stage 0's learnt state) as LEARNT and the other
+ * stages' in a STAGES section.  load_state: load_rank's for the section of
+ * stages (stages 1) or of ranks (0). */
+actc_status actc__trainer_save_whole(actc_trainer *t, const char *path, actc_model *m, actc_optim *o, int stages,
+                                     const uint8_t *const *state, const size_t *state_len);
+actc_status actc__trainer_load_state(actc_trainer *t, const char *path, int stages, int rank, int size, int *applied);
 #endif

@@ -14,6 +14,17 @@ MPI="timeout 120 mpirun"
 for ((i = 0; i < 400; i++)); do echo "In the beginning God created the heaven and the earth. $((i % 7))"; done > $D/corpus.txt
 tiny() { echo "--model $1 --layers 4 --width 32 --heads 2 --context 32 --batch 8 --accum 8 --epoch-steps 20 --eval-tokens 2048 --lr 1e-2 --warmup 5 --progress off --threads 1 --data text:$D/corpus.txt"; }
 losses() { grep '"event":"step"' "$1" | sed 's/.*"loss":\([0-9.e+-]*\).*/\1/'; }
+close() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && b > 0 && d <= t * a) }'; }
+# expect_job_fail NAME PATTERN CMD...: the job ends non-zero, not by the
+# timeout, printing PATTERN.
+expect_job_fail() {
+    local name=$1 pat=$2 out rc t0=$SECONDS; shift 2
+    out=$("$@" 2>&1); rc=$?
+    if [ $rc -eq 124 ]; then fail "$name: the job hung"; echo "$out" | tail -5; return; fi
+    if [ $rc -eq 0 ]; then fail "$name: exit 0, expected failure"; echo "$out" | tail -5; return; fi
+    if ! grep -Eq -- "$pat" <<<"$out"; then fail "$name: output lacks /$pat/"; echo "$out" | tail -5; return; fi
+    pass "$name (exit $rc, $((SECONDS - t0)) s)"
+}
 # same_losses A B TOL: 20 steps each, every pair within TOL relative.
 same_losses() {
     paste <(losses "$1") <(losses "$2") | awk -v t="$3" 'NF != 2 { bad = 1 } { d = $1 - $2; if (d < 0) d = -d; if (d > t * $1) bad = 1; n++ }
@@ -50,23 +61,78 @@ same_losses $D/q-one.jsonl $D/q-two.jsonl 1e-5 && pass "quant:2 in 2 stages foll
 out=$($MPI -np 2 $ACTC train $(tiny llama) --compress gact:4 --adapt-interval 5 --pipeline 2 2>&1) \
     && grep -q '^epoch 1/1' <<<"$out" && pass "gact:4 measures across 2 stages" || { fail "gact:4 across stages"; echo "$out" | tail -5; }
 
+# Checkpoints: stage 0 writes the whole model.  Resumed on as many stages
+# the run is the uninterrupted one bit for bit (a learning policy, actnn:L3,
+# included: each stage gets its own state back); on 3 stages or in one
+# process the weights, optimizer and position are exact (none: the same
+# validation loss); a one-process checkpoint resumes in 2 stages, and
+# --init starts stages from it.
+val_loss() { grep '"event":"epoch"' "$1" | tail -1 | sed 's/.*"val_loss":\([0-9.e+-]*\).*/\1/'; }
+for pol in actnn:L3 none; do
+    C="$(tiny gpt) --accum 4 --epoch-steps 10 --compress $pol"
+    $MPI -np 2 $ACTC train $C --epochs 2 --pipeline 2 --log $D/full-$pol.jsonl > /dev/null 2>&1
+    $MPI -np 2 $ACTC train $C --epochs 2 --max-steps 10 --pipeline 2 --save $D/half-$pol.ckpt > /dev/null 2>&1
+    full=$(val_loss $D/full-$pol.jsonl)
+    [ -s $D/half-$pol.ckpt ] && [ -n "$full" ] || { fail "$pol: the pipeline's checkpoint"; continue; }
+    for np in 2 3 1; do
+        cp $D/half-$pol.ckpt $D/h.ckpt
+        launch="$MPI -np $np"; pp="--pipeline $np"; [ $np = 1 ] && launch="" && pp=""
+        $launch $ACTC train --resume $D/h.ckpt --epochs 2 --progress off --threads 1 $pp --log $D/h-$pol-$np.jsonl > $D/h.out 2>&1
+        v=$(val_loss $D/h-$pol-$np.jsonl)
+        if [ $np = 2 ] || [ $pol = none ]; then
+            [ -n "$v" ] && [ "$v" = "$full" ] && pass "$pol: resumed on $np stage(s): validation $v = the uninterrupted run's" \
+                || { fail "$pol: resumed on $np stage(s): $v vs $full"; tail -3 $D/h.out; }
+        else
+            [ -n "$v" ] && close "$v" "$full" 0.01 && pass "$pol: resumed on $np stage(s) (policy state afresh): $v vs $full" \
+                || { fail "$pol: resumed on $np stage(s): $v vs $full"; tail -3 $D/h.out; }
+        fi
+    done
+done
+C="$(tiny llama) --accum 4 --epoch-steps 10"
+$ACTC train $C --epochs 2 --log $D/one-full.jsonl > /dev/null 2>&1
+$ACTC train $C --epochs 2 --max-steps 10 --save $D/one-half.ckpt > /dev/null 2>&1
+$MPI -np 2 $ACTC train --resume $D/one-half.ckpt --epochs 2 --progress off --threads 1 --pipeline 2 --log $D/one-res.jsonl > /dev/null 2>&1
+[ -n "$(val_loss $D/one-res.jsonl)" ] && [ "$(val_loss $D/one-res.jsonl)" = "$(val_loss $D/one-full.jsonl)" ] \
+    && pass "a one-process checkpoint resumes in 2 stages" || fail "one process -> 2 stages: $(val_loss $D/one-res.jsonl) vs $(val_loss $D/one-full.jsonl)"
+out=$($MPI -np 2 $ACTC train --init $D/one-half.ckpt --data text:$D/corpus.txt --batch 8 --accum 4 --epoch-steps 10 \
+    --eval-tokens 2048 --progress off --threads 1 --pipeline 2 2>&1) && grep -q '^epoch 1/1' <<<"$out" \
+    && pass "--init starts the stages from a checkpoint" || { fail "--init with stages"; echo "$out" | tail -3; }
+
+# Faults on one stage end the whole job, with the message.
+expect_job_fail "a NaN loss on the last stage ends the job" "NaN|infinite" \
+    $MPI -np 2 $ACTC train $(tiny gpt) --pipeline 2 --lr 1e30 --clip 0 --warmup 0
+# Stage 0 holds 4 micro-batches at once, stage 3 one: a budget between
+# their peaks stops stage 0 alone while the others wait for it.
+expect_job_fail "the budget of one stage ends the job" "memory budget exceeded|rank [0-9] of 4 failed" \
+    $MPI -np 4 $ACTC train $(tiny llama) --pipeline 4 --mem-budget 1000000
+steps=1000003
+mpirun -np 2 $ACTC train $(tiny gpt) --pipeline 2 --epoch-steps $steps --comm-timeout 3 > $D/stop.out 2>&1 &
+job=$!
+victim=
+for ((i = 0; i < 100; i++)); do
+    sleep 0.1
+    victim=$(for p in $(pgrep -f -- "actc train .*--epoch-steps $steps"); do [ "$(ps -o comm= -p $p)" = actc ] && echo $p; done | tail -1)
+    [ -n "$victim" ] && break
+done
+if [ -z "$victim" ]; then fail "SIGSTOP test: no rank to stop"; kill $job 2>/dev/null
+else
+    sleep 1; kill -STOP $victim; t0=$SECONDS
+    for ((i = 0; i < 600 && $(kill -0 $job 2>/dev/null && echo 1 || echo 0); i++)); do sleep 0.1; done
+    if kill -0 $job 2>/dev/null; then rc=124; kill -9 $job; else wait $job; rc=$?; fi
+    kill -9 $victim 2>/dev/null; pkill -9 -f -- "--epoch-steps $steps"
+    if [ $rc = 124 ]; then fail "SIGSTOP of a stage: the job still runs after 60 s"
+    elif grep -Eq "did not complete in [0-9]+ s: rank [01] did not answer" $D/stop.out; then
+        pass "SIGSTOP of a stage: the job ends naming it (exit $rc, $((SECONDS - t0)) s)"
+    else fail "SIGSTOP of a stage: exit $rc"; tail -5 $D/stop.out; fi
+fi
+
 # Bad input: a clear message from every rank, no hang.
-expect_job_fail() {
-    local name=$1 pat=$2 out rc t0=$SECONDS; shift 2
-    out=$("$@" 2>&1); rc=$?
-    if [ $rc -eq 124 ]; then fail "$name: the job hung"; echo "$out" | tail -5; return; fi
-    if [ $rc -eq 0 ]; then fail "$name: exit 0, expected failure"; echo "$out" | tail -5; return; fi
-    if ! grep -Eq -- "$pat" <<<"$out"; then fail "$name: output lacks /$pat/"; echo "$out" | tail -5; return; fi
-    pass "$name (exit $rc, $((SECONDS - t0)) s)"
-}
 expect_job_fail "3 ranks, 2 stages" "the 3 process\(es\) mpirun started must be a multiple of the stages" \
     $MPI -np 3 $ACTC train $(tiny gpt) --pipeline 2
 expect_job_fail "5 stages of 4 blocks" "5 pipeline stages for the 4 blocks of gpt: a stage holds at least one block" \
     $MPI -np 5 $ACTC train $(tiny gpt) --pipeline 5 --accum 8
 expect_job_fail "--accum under the stages" "--accum 2: a pipeline of 4 stages needs at least 4 micro-batches" \
     $MPI -np 4 $ACTC train $(tiny gpt) --pipeline 4 --accum 2
-expect_job_fail "checkpoints of stages" "--save, --resume and --init do not take pipeline runs yet" \
-    $MPI -np 2 $ACTC train $(tiny gpt) --pipeline 2 --save $D/p.ckpt
 expect_fail "--pipeline without mpirun" "start it with mpirun -np N" $ACTC train $(tiny gpt) --pipeline 2
 expect_fail "--pipeline of an image model" "pipeline stages split a transformer" $ACTC train --model mlp --pipeline 2
 expect_fail "unknown schedule" "--pipeline-schedule zigzag: 1f1b or gpipe" $ACTC train $(tiny gpt) --pipeline-schedule zigzag
