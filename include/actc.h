@@ -46,9 +46,9 @@ extern "C" {
  * and the package files follow it).  ABI: before 1.0 a minor release may
  * break it (soname libactc.so.0.MINOR), from 1.0 only a major one; a patch
  * release never does (README, "Installing and linking"). */
-#define ACTC_VERSION "0.12.0"
+#define ACTC_VERSION "0.13.0"
 #define ACTC_VERSION_MAJOR 0
-#define ACTC_VERSION_MINOR 12
+#define ACTC_VERSION_MINOR 13
 #define ACTC_VERSION_PATCH 0
 /* ACTC_VERSION_MAJOR * 10000 + MINOR * 100 + PATCH, for #if comparisons. */
 #define ACTC_VERSION_NUMBER (ACTC_VERSION_MAJOR * 10000 + ACTC_VERSION_MINOR * 100 + ACTC_VERSION_PATCH)
@@ -876,10 +876,11 @@ typedef struct actc_frame actc_frame;
 ACTC_API actc_status actc_ctx_park(actc_ctx *ctx, actc_frame **out);
 ACTC_API actc_status actc_ctx_resume(actc_ctx *ctx, actc_frame *f);
 ACTC_API void actc_frame_drop(actc_ctx *ctx, actc_frame *f);
-/* The context as a pipeline stage that holds at most `held` micro-batches
- * at once when the fullest stage holds held_max (the trainer sets it from
- * its schedule, actc_pipe_ops): policies that compensate the stages
- * holding fewer (agoq:dbca) read it.  0, 0: not a stage (the default). */
+/* The context as a pipeline stage that holds `held` at once when the
+ * fullest stage holds held_max, counted in micro-batch blocks (the
+ * micro-batches its schedule holds, actc_pipe_ops, times the blocks of its
+ * part: the trainer sets it): policies that compensate the stages holding
+ * less (agoq:dbca) read it.  0, 0: not a stage (the default). */
 ACTC_API actc_status actc_ctx_set_stage(actc_ctx *ctx, int held, int held_max);
 /* The bits the context's policy gives the compressed saves of such a stage
  * (agoq:dbca: 4 to 8); 0 for a policy that does not compensate. */
@@ -2216,8 +2217,9 @@ ACTC_API double actc_pipe_bubble(actc_pipe_schedule schedule, int stages, int mi
  * actc_model_params) whose gradient is summed with another stage's copy
  * (a tied embedding) by share, blocking, after backward; shared_counted:
  * this stage counts them in the norm (exactly one copy must).  Evaluation
- * runs every batch through the stages.  p NULL or p->stages 1: no
- * pipeline. */
+ * runs every batch through the stages.  Every stage sets its pipe
+ * together: the call sums each stage's load (actc_ctx_set_stage) with
+ * sum.  p NULL or p->stages 1: no pipeline. */
 typedef struct {
     int stage, stages;
     actc_pipe_schedule schedule;

@@ -20,11 +20,11 @@ static void print_pipeline(const train_opts *o, const run_state *r, const cli_di
            D > 1 ? "; gradients all-reduced among each stage's replicas" : "");
     actc_pipe_op *ops = malloc(2 * (size_t)M * sizeof *ops);
     const int L = r->first_block[P - 1] + r->n_blocks[P - 1];
-    int most = 0; /* the fullest stage's */
+    int most = 0; /* the fullest stage's micro-batch blocks (actc_ctx_set_stage) */
     for (int s = 0; ops && s < P; s++) {
         int peak = 0;
         actc_pipe_ops(ps, s, P, M, ops, &peak);
-        if (peak > most) most = peak;
+        if (peak * r->n_blocks[s] > most) most = peak * r->n_blocks[s];
     }
     for (int s = 0; s < P; s++) {
         int peak = 0;
@@ -33,7 +33,7 @@ static void print_pipeline(const train_opts *o, const run_state *r, const cli_di
         if (r->n_blocks[s] == 1) snprintf(blocks, sizeof blocks, "block %d", r->first_block[s]);
         else snprintf(blocks, sizeof blocks, "blocks %d-%d", r->first_block[s], r->first_block[s] + r->n_blocks[s] - 1);
         char bits[48] = "";
-        const int b = actc_ctx_stage_bits(actc_trainer_ctx(r->t), peak, most);
+        const int b = actc_ctx_stage_bits(actc_trainer_ctx(r->t), peak * r->n_blocks[s], most);
         if (b) snprintf(bits, sizeof bits, "; its compressed saves at %d bits", b);
         printf("  stage %d: %s%s%s; holds at most %d micro-batch(es)%s\n", s, s == 0 ? "embedding, " : "", blocks,
                r->first_block[s] + r->n_blocks[s] == L ? ", final norm and head" : "", peak, bits);
@@ -137,7 +137,7 @@ static int report_stages(const train_opts *o, run_state *r)
     for (int k = 0; ops && k < P; k++) {
         int peak = 0;
         actc_pipe_ops(ps, k, P, M, ops, &peak);
-        if (peak > most) most = peak;
+        if (peak * r->n_blocks[k] > most) most = peak * r->n_blocks[k];
         if (k == s) sched = peak;
     }
     free(ops);
@@ -154,7 +154,7 @@ static int report_stages(const train_opts *o, run_state *r)
     actc_store_get_stats(actc_trainer_ctx(r->t), &ss);
     mine[ST_HELD] = pst.held_peak;
     mine[ST_SCHED] = sched;
-    mine[ST_BITS] = actc_ctx_stage_bits(actc_trainer_ctx(r->t), sched, most);
+    mine[ST_BITS] = actc_ctx_stage_bits(actc_trainer_ctx(r->t), sched * r->n_blocks[s], most);
     mine[ST_CONTEXT] = (double)ss.context_bytes;
     mine[ST_MICRO] = (double)pst.micro_context;
     mine[ST_IDLE] = pst.pass_s > 0 ? 1.0 - pst.compute_s / pst.pass_s : 0;

@@ -11,13 +11,16 @@
  * 4 bits = the block-wise codec (codec_block4.c), fp4-bnb with blocks of 128
  * by default (the paper's block-wise FP4 at 128).
  *
- * agoq:dbca adds DBCA-PP (section 4.2): on a pipeline stage that holds fewer
- * micro-batches at once than the fullest (actc_ctx_set_stage), the
- * compressed saves take the most bits B that keep the stage's compressed
- * context at most the fullest stage's at 4 bits: held x bytes(B) <=
- * held_max x bytes(4), bytes per element as the codecs plan them (so the
- * formats' block scales count: 4.25 bits at blocks of 128), B from 4 to 8:
- * Eq. 22's 4 N_max / N_i, rounded down to what fits.  5 to 7 bits through
+ * agoq:dbca adds DBCA-PP (section 4.2): on a pipeline stage that holds less
+ * at once than the fullest (actc_ctx_set_stage: micro-batches held x the
+ * blocks of the stage), the compressed saves take the most bits B that
+ * keep the stage's compressed context at most the fullest stage's at 4
+ * bits: held x bytes(B) <= held_max x bytes(4), bytes per element as the
+ * codecs plan them (so the formats' block scales count: 4.25 bits at
+ * blocks of 128), B from 4 to 8: Eq. 22's 4 N_max / N_i, rounded down to
+ * what fits, with the stages' blocks counted (the paper's stages hold equal
+ * layers; a layout balanced by parameters need not, and the fullest stage
+ * need not be the first).  5 to 7 bits through
  * the per-group k-bit quantizer (groups of the block size, a bf16 zero point
  * and range each, stochastic rounding), 8 through the block-wise 8-bit
  * dynamic map (blocks of 256, an fp32 absmax each). */

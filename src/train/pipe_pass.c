@@ -35,7 +35,7 @@ static actc_status wait_req(const stage_io *io, void **req)
 {
     if (!*req) return ACTC_OK;
     actc_status s = io->p->wait(*req, io->p->user);
-    *req = NULL;
+    if (s == ACTC_OK) *req = NULL; /* a failed one is still the transport's */
     return s;
 }
 
@@ -116,26 +116,29 @@ static actc_status backward_op(actc__pass_state *ps, stage_io *io, actc_ctx *ctx
     ps->backward_s += actc__now() - t0;
     actc_ctx_set_step(ctx, step);
     if (s == ACTC_OK) s = wait_req(io, &q->tx_out); /* out's bytes are on their way: it may go */
-    actc_tensor_release(q->out);
-    actc_tensor_release(q->grad);
-    q->out = q->grad = NULL;
+    if (!q->tx_out) {
+        actc_tensor_release(q->out);
+        q->out = NULL;
+    }
+    actc_tensor_release(q->grad); /* its receive is done (waited above) */
+    q->grad = NULL;
     if (s != ACTC_OK || io->p->stage == 0) return s;
     float *g;
     if ((s = actc_grad_buffer(ctx, q->in, &g)) != ACTC_OK) return s; /* zeros if nothing reached it */
     s = io->p->start(1, g, q->in->numel, io->p->stage - 1, 2 * k + 1, &q->tx_grad, io->p->user);
     /* The previous micro-batch's gradient has travelled during this
      * backward: its input may go. */
-    if (s == ACTC_OK && k > 0) {
-        s = wait_req(io, &sl[k - 1].tx_grad);
+    if (s == ACTC_OK && k > 0 && (s = wait_req(io, &sl[k - 1].tx_grad)) == ACTC_OK) {
         actc_tensor_release(sl[k - 1].in);
         sl[k - 1].in = NULL;
     }
     return s;
 }
 
-/* Whatever a pass leaves: frames dropped, sends waited for (only after
- * success: after a failure a request may never complete, and the job must
- * end), tensors released. */
+/* Whatever a pass leaves: frames dropped, sends waited for, tensors
+ * released.  After a failure a request may never complete (the other
+ * stages stopped elsewhere): the buffers it reads or writes stay MPI's,
+ * the trainer's pipeline is broken, and the job must end. */
 static actc_status finish(const stage_io *io, actc_ctx *ctx, slot *sl, int M, actc_status s)
 {
     for (int k = 0; k < M; k++) {
@@ -143,9 +146,11 @@ static actc_status finish(const stage_io *io, actc_ctx *ctx, slot *sl, int M, ac
         if (s == ACTC_OK) s = wait_req(io, &q->tx_grad);
         if (s == ACTC_OK) s = wait_req(io, &q->tx_out);
         if (q->frame) actc_frame_drop(ctx, q->frame);
-        actc_tensor_release(q->in);
-        actc_tensor_release(q->out);
-        actc_tensor_release(q->grad);
+        const int in_flight = q->rx_in || q->rx_grad || q->tx_out || q->tx_grad;
+        io->t->pipe_broken |= in_flight;
+        if (!q->rx_in && !q->tx_grad) actc_tensor_release(q->in);
+        if (!q->tx_out) actc_tensor_release(q->out);
+        if (!q->rx_grad) actc_tensor_release(q->grad);
     }
     free(sl);
     return s;
@@ -156,6 +161,9 @@ actc_status actc__pipe_pass(actc_ctx *ctx, void *user, int max_samples, int *sam
     actc__pass_state *ps = user;
     actc_trainer *t = ps->t;
     const actc_trainer_pipe *p = &t->pipe;
+    if (t->pipe_broken)
+        return actc_set_error(ACTC_ERR_COMM, "pipeline stage %d: a failed step left messages in flight; this stage "
+                                             "cannot take part in another (the job must end)", p->stage);
     const int N = actc_batch_samples(ps->b);
     const int n = max_samples > 0 && max_samples < N ? max_samples : N;
     const int M = t->o.accum < n ? t->o.accum : n;
@@ -215,6 +223,10 @@ actc_status actc__pipe_eval_forward(actc_trainer *t, actc_ctx *ctx, const actc_b
     actc_batch part = *b;
     actc_status s = post_input(&io, &q, 0);
     if (s == ACTC_OK) s = wait_req(&io, &q.rx_in);
+    if (q.rx_in) { /* still MPI's: see finish */
+        t->pipe_broken = 1;
+        return s;
+    }
     part.x = q.in;
     actc_tensor *y = s == ACTC_OK ? actc_model_forward_batch(t->m, ctx, &part) : NULL;
     actc_tensor_release(q.in);
@@ -226,6 +238,7 @@ actc_status actc__pipe_eval_forward(actc_trainer *t, actc_ctx *ctx, const actc_b
     void *tx = NULL;
     s = p->start(1, y->data, y->numel, p->stage + 1, 0, &tx, p->user);
     if (s == ACTC_OK) s = wait_req(&io, &tx);
-    actc_tensor_release(y);
+    if (tx) t->pipe_broken = 1; /* y stays MPI's */
+    else actc_tensor_release(y);
     return s;
 }

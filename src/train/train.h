@@ -52,6 +52,7 @@ struct actc_trainer {
     actc_trainer_pipe pipe;    /* stages 1 when not a pipeline stage         */
     int *shared;               /* pipe.shared's copy                          */
     actc_pipe_stats pst;       /* the epoch's, pipe_pass.c                    */
+    int pipe_broken;           /* a failed pass left messages in flight       */
     uint8_t *fired;            /* per parameter: complete event raised       */
     int events_on;             /* forward the engine's events (final pass,
                                   last micro-batch)                          */

@@ -229,6 +229,32 @@ actc_status actc_trainer_set_group(actc_trainer *t, const actc_trainer_group *g)
     return ACTC_OK;
 }
 
+/* What this stage holds at once under the schedule, in micro-batch
+ * blocks (the micro-batches held x the blocks of its part: its context
+ * grows with both), and the most any stage holds (summed over the stages:
+ * each its own), for the policies that compensate the stages holding
+ * fewer (DBCA-PP). */
+static actc_status stage_loads(const actc_trainer *t, const actc_trainer_pipe *p, int *load, int *most)
+{
+    int held = 0;
+    actc_pipe_op *ops = malloc(2 * (size_t)t->o.accum * sizeof *ops);
+    double *v = calloc((size_t)p->stages, sizeof *v);
+    actc_status s = ops && v ? actc_pipe_ops(p->schedule, p->stage, p->stages, t->o.accum, ops, &held)
+                             : actc_set_error(ACTC_ERR_OOM, "out of memory for a pipeline stage");
+    const actc_model_opts *mo = actc_model_get_opts(t->m);
+    *load = held * (mo->n_blocks ? mo->n_blocks : mo->n_layers);
+    if (s == ACTC_OK) {
+        v[p->stage] = *load;
+        s = p->sum(v, p->stages, p->user);
+    }
+    *most = 0;
+    for (int k = 0; s == ACTC_OK && k < p->stages; k++)
+        if ((int)v[k] > *most) *most = (int)v[k];
+    free(ops);
+    free(v);
+    return s;
+}
+
 actc_status actc_trainer_set_pipe(actc_trainer *t, const actc_trainer_pipe *p)
 {
     if (!t) return actc_set_error(ACTC_ERR_INVALID, "actc_trainer_set_pipe: trainer is NULL");
@@ -254,21 +280,10 @@ actc_status actc_trainer_set_pipe(actc_trainer *t, const actc_trainer_pipe *p)
         if (p->shared[i] < 0 || p->shared[i] >= t->np)
             return actc_set_error(ACTC_ERR_INVALID, "actc_trainer_set_pipe: shared parameter %d of %d", p->shared[i],
                                   t->np);
-    /* What each stage holds at once under the schedule, for the policies
-     * that compensate the stages holding fewer (DBCA-PP). */
-    int held = 0, most = 0;
-    actc_pipe_op *ops = malloc(2 * (size_t)t->o.accum * sizeof *ops);
-    if (!ops) return actc_set_error(ACTC_ERR_OOM, "out of memory for a pipeline stage");
-    actc_status s = ACTC_OK;
-    for (int k = 0; s == ACTC_OK && k < p->stages; k++) {
-        int peak = 0;
-        s = actc_pipe_ops(p->schedule, k, p->stages, t->o.accum, ops, &peak);
-        if (peak > most) most = peak;
-        if (k == p->stage) held = peak;
-    }
-    free(ops);
+    int load = 0, most = 0;
+    actc_status s = stage_loads(t, p, &load, &most);
     if (s == ACTC_OK) s = actc_controller_set_stages(t->ctrl, p->stage, p->stages, p->sum, p->user);
-    if (s == ACTC_OK) s = actc_ctx_set_stage(t->ctx, held, most);
+    if (s == ACTC_OK) s = actc_ctx_set_stage(t->ctx, load, most);
     if (s != ACTC_OK) return s;
     int *sh = p->n_shared ? malloc((size_t)p->n_shared * sizeof *sh) : NULL;
     if (p->n_shared && !sh) return actc_set_error(ACTC_ERR_OOM, "out of memory for a pipeline stage");

@@ -52,6 +52,20 @@ out=$($MPI -np 3 $ACTC train $(tiny llama) --pipeline 3 2>&1)
     && grep -q "stage 2: block 3, final norm and head; holds at most 1 micro-batch" <<<"$out" \
     && pass "rank 0 prints the stages" || { fail "the stages' lines"; echo "$out" | head -12; }
 
+# The stages' log record: each held as many micro-batches as its schedule
+# says, and its context before backward is that many times one
+# micro-batch's (within 5%), under 1F1B and GPipe.
+for sch in 1f1b gpipe; do
+    $MPI -np 3 $ACTC train $(tiny llama) --pipeline 3 --pipeline-schedule $sch --log $D/st-$sch.jsonl > /dev/null 2>&1
+    rec=$(grep '"event":"stages"' $D/st-$sch.jsonl | tail -1)
+    grep -o '"held":[0-9]*,"held_schedule":[0-9]*,"context":[0-9]*,"micro_context":[0-9]*' <<<"$rec" | tr -c '0-9\n' ' ' \
+        | awk -v want="$([ $sch = gpipe ] && echo "8 8 8" || echo "3 2 1")" 'BEGIN { split(want, w, " ") }
+            { n++; d = $3 - $1 * $4; if (d < 0) d = -d; if ($1 != $2 || $1 != w[n] || d > 0.05 * $3) bad = 1 }
+            END { exit bad || n != 3 }' \
+        && pass "$sch: every stage held its schedule's micro-batches, context = held x one micro-batch's" \
+        || { fail "$sch: the stages' record"; echo "$rec"; }
+done
+
 # A fixed stochastic policy keys its roundings by the save, not the
 # process: a pipeline draws what one process draws.
 $ACTC train $(tiny llama) --compress quant:2 --log-every 1 --log $D/q-one.jsonl > /dev/null 2>&1
