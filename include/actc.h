@@ -2416,7 +2416,9 @@ ACTC_API actc_dist *actc_pipe_replicas(actc_pipe *p);
  * schedule: the trainer's transport over MPI (non-blocking point-to-point
  * messages on the replica's stages), the parameters the first and last
  * stage both hold (the tied embedding of gpt) found by name and their
- * gradients summed between them after backward.  actc_pipe_free detaches. */
+ * gradients summed between them after backward (their gradients must be
+ * held in fp32: grad_bits 32).  actc_pipe_free detaches the trainer (free
+ * the pipe before the trainer). */
 ACTC_API actc_status actc_pipe_attach(actc_pipe *p, actc_trainer *t, actc_pipe_schedule schedule);
 /* Checkpoints of a pipeline.  actc_pipe_save: collective (every rank);
  * stage 0 of replica 0 writes one file of the whole model, as one process
@@ -2429,7 +2431,10 @@ ACTC_API actc_status actc_pipe_attach(actc_pipe *p, actc_trainer *t, actc_pipe_s
  * actc_trainer_load on its part (its tensors by name) then
  * actc_pipe_resume, which gives each stage its own learnt state back when
  * the file was written by as many stages (*applied = 1: the same layout,
- * so the run goes on bit for bit); otherwise (*applied = 0), as in one
+ * so the run goes on bit for bit; with several replicas per stage, a
+ * policy that learns continues on every replica from replica 0's state,
+ * as a data-parallel resume on another rank count does); otherwise
+ * (*applied = 0), as in one
  * process loading it, a policy that learns (actc_ctx_policy_learns)
  * starts learning afresh: each stage's state is about its own tensors.
  * Weights, optimizer state and position load exactly either way. */

@@ -211,6 +211,14 @@ static int run_train(train_opts *po, flag_def *flags, int argc, char **argv, con
                 o.batch, replicas, replicas);
         return 2;
     }
+    /* The stages' schedules (and DBCA-PP's bits) count --accum equal
+     * micro-batches in each replica's share. */
+    if (o.pipeline > 1 && (o.batch % replicas || (o.batch / replicas) % o.accum)) {
+        fprintf(stderr, "error: --batch %d: each of the %d replica(s) of the %d stages runs its share as --accum %d "
+                        "equal micro-batches, so the batch must be a multiple of %d\n",
+                o.batch, replicas, o.pipeline, o.accum, replicas * o.accum);
+        return 2;
+    }
     if (!flag_was_set(flags, "--threads") && cli_dist_threads(dist)) o.threads = cli_dist_threads(dist);
     if (dist->size == 1 && (flag_was_set(flags, "--grad-comm") || flag_was_set(flags, "--bucket") || flag_was_set(flags, "--comm-timeout")))
         fprintf(stderr, "note: --grad-comm, --bucket and --comm-timeout act under mpirun; one process has nothing to exchange\n");

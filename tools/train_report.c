@@ -241,9 +241,10 @@ int train_epoch_report(const train_opts *o, run_state *r, int lm, const actc_epo
      * nothing under other policies). */
     printf(", controller %.2f ms\n", per * er->measure_s);
     actc_dist_stats ds;
-    actc_dist_get_stats(r->dist.d, &ds);
+    actc_dist *dp = r->pipe ? actc_pipe_replicas(r->pipe) : r->dist.d; /* whose gradients are all-reduced */
+    actc_dist_get_stats(dp, &ds);
     char a[32], b[32], c[32];
-    if (r->dist.d && ds.steps)
+    if (dp && ds.steps)
         printf("communication (rank %d of %d, figures per rank; COMM above is its buffers): %s of gradients a step "
                "(dense fp32 %s) in %d bucket(s), %s sent a step in %d bits; waiting after backward %.1f ms a step, "
                "%.1f ms from the first bucket to the last done\n",
@@ -254,7 +255,7 @@ int train_epoch_report(const train_opts *o, run_state *r, int lm, const actc_epo
     fflush(stdout);
     /* Graph runs: validation and test nodes, each when the split has them. */
     const actc_log_epoch_info li = {o->model, o->batch, lm ? r->T : 0, lm || r->graph_run ? "val" : "test",
-                                    r->eval ? &ev : NULL, r->test_src ? &te : NULL, r->dist.d ? &ds : NULL};
+                                    r->eval ? &ev : NULL, r->test_src ? &te : NULL, dp ? &ds : NULL};
     if (r->log && actc_log_epoch(r->log, r->t, er, &li) != ACTC_OK) log_failed(r);
     return r->pipe ? report_stages(o, r) : 0;
 }

@@ -125,6 +125,8 @@ static actc_status share_grad(float *g, size_t n, void *user)
  * embedding), by name and size. */
 static actc_status find_shared(actc_pipe *p, actc_tensor **params, int np)
 {
+    free(p->shared);
+    p->shared = NULL;
     p->n_shared = 0;
     if (p->stages == 1 || (p->stage != 0 && p->stage != p->stages - 1)) return ACTC_OK;
     uint64_t *mine = malloc(((size_t)np + 1) * 2 * sizeof *mine);

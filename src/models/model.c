@@ -154,12 +154,13 @@ static actc_status check_opts(const char *name, const actc_model_opts *o)
     return ACTC_OK;
 }
 
-actc_status actc__model_create_limited(const char *name, const actc_model_opts *o, size_t limit, const char *what,
-                                       actc_model **out)
+static actc_status create(const char *name, const actc_model_opts *o, size_t limit, const char *what, int count_only,
+                          actc_model **out)
 {
     *out = NULL;
     actc_model *m = calloc(1, sizeof *m);
     if (!m) return actc_set_error(ACTC_ERR_OOM, "out of memory for a model");
+    m->count_only = count_only;
     m->state_limit = limit;
     snprintf(m->limit_what, sizeof m->limit_what, "%s", what ? what : "");
     m->opts = o ? *o : actc_model_default_opts();
@@ -173,7 +174,7 @@ actc_status actc__model_create_limited(const char *name, const actc_model_opts *
     actc_status s;
     if (!name) s = actc_set_error(ACTC_ERR_INVALID, "no model name given");
     else if ((s = check_opts(name, &m->opts)) != ACTC_OK) {}
-    else if (m->opts.n_blocks && !actc_model_name_takes_tokens(name))
+    else if ((m->opts.n_blocks || count_only) && !actc_model_name_takes_tokens(name))
         s = actc_set_error(ACTC_ERR_INVALID, "model %s: only the transformers (gpt, llama and their presets) are built "
                                              "in parts (n_blocks %d)", name, m->opts.n_blocks);
     else if (!strcmp(name, "mlp")) s = actc__mlp_build(m);
@@ -189,6 +190,17 @@ actc_status actc__model_create_limited(const char *name, const actc_model_opts *
     m->state_limit = 0; /* the limit guards the build only */
     *out = m;
     return ACTC_OK;
+}
+
+actc_status actc__model_create_limited(const char *name, const actc_model_opts *o, size_t limit, const char *what,
+                                       actc_model **out)
+{
+    return create(name, o, limit, what, 0, out);
+}
+
+actc_status actc__model_count(const char *name, const actc_model_opts *o, actc_model **out)
+{
+    return create(name, o, 0, NULL, 1, out);
 }
 
 actc_status actc_model_create(const char *name, const actc_model_opts *o, actc_model **out)
@@ -257,6 +269,7 @@ void actc_model_free(actc_model *m)
     if (!m) return;
     for (int i = 0; i < m->n_state; i++) actc_tensor_release(m->state[i]);
     if (m->impl_free) m->impl_free(m->impl);
+    free(m->unit_sizes);
     free(m->state);
     free(m->params);
     free(m);

@@ -30,6 +30,11 @@ struct actc_model {
      * from a checkpoint's record is refused before it outgrows the file.    */
     size_t state_limit, state_bytes;
     char limit_what[256];
+    /* A build that allocates no parameter (actc__model_count): a
+     * transformer's parameters by unit go to unit_sizes (L + 2 entries,
+     * malloc'd by the builder, in actc__model_count's order). */
+    int count_only;
+    size_t *unit_sizes;
 };
 
 /* Add a parameter initialised from N(0, std^2) (std > 0), U(-bound, bound)
@@ -50,10 +55,11 @@ actc_status actc__mlp_build(actc_model *m);
 actc_status actc__resnet_build(actc_model *m, const char *variant);
 /* gpt, llama, gpt-mini, llama-mini, gpt2-124m. */
 actc_status actc__transformer_build(actc_model *m, const char *name);
-/* Parameters (numel) of a whole transformer m by unit: sizes[0] the
- * embedding, sizes[1 + l] block l, sizes[L + 1] the final norm and head
- * (with the tied head's copy of the embedding). */
-void actc__transformer_sizes(const actc_model *m, size_t *sizes);
+/* A transformer's shape without its parameters: m->unit_sizes gets their
+ * numel by unit, [0] the embedding, [1 + l] block l, [L + 1] the final
+ * norm and head (with the tied head's copy of the embedding); nothing is
+ * allocated but the model's bookkeeping (free it with actc_model_free). */
+actc_status actc__model_count(const char *name, const actc_model_opts *o, actc_model **out);
 /* gcn, gat, gcnii. */
 actc_status actc__gnn_build(actc_model *m, const char *name);
 #endif

@@ -6,7 +6,7 @@
 #include <string.h>
 
 /* The parameters of a stage holding blocks [a, b) of L (w as
- * actc__transformer_sizes gives them). */
+ * actc__model_count gives them). */
 static double stage_params(const size_t *w, int L, int a, int b)
 {
     double c = a == 0 ? (double)w[0] : 0.0;
@@ -23,8 +23,8 @@ actc_status actc_pipe_layout(const char *name, const actc_model_opts *o, int sta
                                                 "not model %s", name);
     actc_model_opts whole = o ? *o : actc_model_default_opts();
     whole.first_block = whole.n_blocks = 0;
-    actc_model *m;
-    actc_status s = actc_model_create(name, &whole, &m);
+    actc_model *m; /* the shape only: no parameter is allocated */
+    actc_status s = actc__model_count(name, &whole, &m);
     if (s != ACTC_OK) return s;
     const int L = m->opts.n_layers;
     if (stages > L) {
@@ -34,7 +34,8 @@ actc_status actc_pipe_layout(const char *name, const actc_model_opts *o, int sta
     }
     /* cost[j][b]: the least largest stage over j + 1 stages holding blocks
      * [0, b); from[j][b] where the last of them starts. */
-    size_t *w = malloc(((size_t)L + 2) * sizeof *w);
+    size_t *w = m->unit_sizes;
+    m->unit_sizes = NULL;
     double *cost = malloc((size_t)stages * ((size_t)L + 1) * sizeof *cost);
     int *from = malloc((size_t)stages * ((size_t)L + 1) * sizeof *from);
     if (!w || !cost || !from) {
@@ -44,7 +45,6 @@ actc_status actc_pipe_layout(const char *name, const actc_model_opts *o, int sta
         actc_model_free(m);
         return actc_set_error(ACTC_ERR_OOM, "out of memory laying out %d stages", stages);
     }
-    actc__transformer_sizes(m, w);
     actc_model_free(m);
 #define AT(j, b) ((size_t)(j) * ((size_t)L + 1) + (size_t)(b))
     for (int j = 0; j < stages; j++)

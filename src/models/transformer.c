@@ -288,16 +288,7 @@ static int unit_of(const char *name, int L)
     return !strcmp(name, "wte") || !strcmp(name, "wpe") ? 0 : L + 1;
 }
 
-void actc__transformer_sizes(const actc_model *m, size_t *sizes)
-{
-    const tf_impl *t = m->impl;
-    const int L = m->opts.n_layers;
-    memset(sizes, 0, ((size_t)L + 2) * sizeof *sizes);
-    for (int i = 0; i < m->n_params; i++) sizes[unit_of(m->params[i]->name, L)] += m->params[i]->numel;
-    if (!t->llama) sizes[L + 1] += t->wte->numel; /* the tied head: the last stage's copy */
-}
-
-/* Which tensors a part keeps, by name: "h<l>." for its blocks, the
+/* Which tensors a part holds, by name: "h<l>." for its blocks, the
  * embedding's and the head's by their own. */
 static int part_keeps(const tf_impl *t, const char *name, int L)
 {
@@ -306,31 +297,33 @@ static int part_keeps(const tf_impl *t, const char *name, int L)
     return u == 0 ? t->embed : u == L + 1 ? t->last : u - 1 >= t->lo && u - 1 < t->hi;
 }
 
-/* Keep only the part's tensors (after a whole build, so that every kept
- * one has the whole model's initial values). */
-static void keep_part(actc_model *m, const tf_impl *t)
-{
-    int n = 0;
-    for (int i = 0; i < m->n_state; i++) {
-        if (part_keeps(t, m->state[i]->name, m->opts.n_layers)) m->state[n++] = m->state[i];
-        else actc_tensor_release(m->state[i]);
-    }
-    m->n_state = n;
-}
-
 /* ---- building ----------------------------------------------------------------------- */
 
 typedef struct {
     actc_model *m;
+    const tf_impl *t;
     char prefix[32];
 } builder;
+
+/* What param() gives for a parameter the model does not hold (another
+ * part's, or every one when only counting): never read. */
+static actc_tensor not_held;
 
 static actc_tensor *param(builder *b, const char *name, int rows, int cols, float std, float fill)
 {
     char full[64];
     snprintf(full, sizeof full, "%s%s", b->prefix, name);
+    actc_model *m = b->m;
+    const int L = m->opts.n_layers;
+    if (m->count_only || (m->opts.n_blocks && !part_keeps(b->t, full, L))) {
+        /* Its initialisation stream is still drawn, so the parameters a
+         * part holds get the whole model's values. */
+        m->init_counter++;
+        if (m->unit_sizes) m->unit_sizes[unit_of(full, L)] += (size_t)(rows ? rows : 1) * (size_t)cols;
+        return &not_held;
+    }
     int shp[2] = {rows, cols};
-    return rows ? actc__model_param(b->m, full, 2, shp, std, fill) : actc__model_param(b->m, full, 1, &cols, std, fill);
+    return rows ? actc__model_param(m, full, 2, shp, std, fill) : actc__model_param(m, full, 1, &cols, std, fill);
 }
 
 /* Per-model defaults (the presets) under whatever the caller set. */
@@ -386,7 +379,9 @@ actc_status actc__transformer_build(actc_model *m, const char *name)
     const int hidden = t->llama ? 256 * ((8 * D / 3 + 255) / 256) : 4 * D;
     const float res_std = INIT_STD / sqrtf(2.0f * (float)L);
     const int bias = !t->llama;
-    builder b = {m, ""};
+    if (m->count_only && !(m->unit_sizes = calloc((size_t)L + 2, sizeof *m->unit_sizes)))
+        return actc_set_error(ACTC_ERR_OOM, "out of memory building %s", name);
+    builder b = {m, t, ""};
     t->wte = param(&b, "wte", V, D, INIT_STD, 0);
     if (!t->llama) t->wpe = param(&b, "wpe", o->context, D, INIT_STD, 0);
     for (int l = 0; l < L; l++) {
@@ -423,6 +418,6 @@ actc_status actc__transformer_build(actc_model *m, const char *name)
     t->head = t->llama ? param(&b, "head.weight", V, D, INIT_STD, 0) : t->wte;
     if (!t->wte || (!t->llama && !t->wpe) || !t->nf_g || (bias && !t->nf_b) || !t->head)
         return actc_last_status();
-    if (o->n_blocks) keep_part(m, t);
+    if (m->unit_sizes && !t->llama) m->unit_sizes[L + 1] += (size_t)V * (size_t)D; /* the tied head's copy */
     return ACTC_OK;
 }

@@ -559,6 +559,10 @@ actc_status actc_checkpoint_save(const char *path, actc_model *m, actc_optim *o,
 actc_status actc_trainer_save(actc_trainer *t, const char *path)
 {
     if (!t) return actc_set_error(ACTC_ERR_INVALID, "actc_trainer_save: trainer is NULL");
+    if (actc_model_get_opts(t->m)->n_blocks)
+        return actc_set_error(ACTC_ERR_INVALID, "checkpoint %s: this trainer holds a part of model %s (a pipeline "
+                                                "stage): save the pipeline with actc_pipe_save, which writes the "
+                                                "whole model", path ? path : "(null)", actc_model_name(t->m));
     save_extra x = {.t = t, .note = t->note, .recipe = actc_trainer_recipe(t)};
     return save(path, t->m, t->opt, &x);
 }

@@ -216,6 +216,9 @@ actc_status actc__pipe_eval_forward(actc_trainer *t, actc_ctx *ctx, const actc_b
     const actc_trainer_pipe *p = &t->pipe;
     const int last = p->stage == p->stages - 1;
     *out = NULL;
+    if (t->pipe_broken)
+        return actc_set_error(ACTC_ERR_COMM, "pipeline stage %d: a failed step left messages in flight; this stage "
+                                             "cannot evaluate (the job must end)", p->stage);
     if (!b->ids || b->B < 1 || b->T < 1)
         return actc_set_error(ACTC_ERR_INVALID, "a pipeline stage evaluates token batches (B, T >= 1)");
     stage_io io = {t, p, last, b->T, (size_t)b->T * (size_t)actc_model_get_opts(t->m)->width, 0, 0};

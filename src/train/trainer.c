@@ -280,6 +280,10 @@ actc_status actc_trainer_set_pipe(actc_trainer *t, const actc_trainer_pipe *p)
         if (p->shared[i] < 0 || p->shared[i] >= t->np)
             return actc_set_error(ACTC_ERR_INVALID, "actc_trainer_set_pipe: shared parameter %d of %d", p->shared[i],
                                   t->np);
+    if (p->n_shared && t->o.grad_bits != 32)
+        return actc_set_error(ACTC_ERR_INVALID, "parameter %s is shared between pipeline stages (a tied embedding): its "
+                                                "gradient is summed between them in fp32, so gradients must be held in "
+                                                "32 bits, not %d", t->params[p->shared[0]]->name, t->o.grad_bits);
     int load = 0, most = 0;
     actc_status s = stage_loads(t, p, &load, &most);
     if (s == ACTC_OK) s = actc_controller_set_stages(t->ctrl, p->stage, p->stages, p->sum, p->user);

@@ -12,7 +12,7 @@ ACTC=$(readlink -f "$ACTC")
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
 MPI="timeout 120 mpirun"
 for ((i = 0; i < 400; i++)); do echo "In the beginning God created the heaven and the earth. $((i % 7))"; done > $D/corpus.txt
-tiny() { echo "--model $1 --layers 4 --width 32 --heads 2 --context 32 --batch 8 --accum 8 --epoch-steps 20 --eval-tokens 2048 --lr 1e-2 --warmup 5 --progress off --threads 1 --data text:$D/corpus.txt"; }
+tiny() { echo "--model $1 --layers 4 --width 32 --heads 2 --context 32 --batch 16 --accum 8 --epoch-steps 20 --eval-tokens 2048 --lr 1e-2 --warmup 5 --progress off --threads 1 --data text:$D/corpus.txt"; }
 losses() { grep '"event":"step"' "$1" | sed 's/.*"loss":\([0-9.e+-]*\).*/\1/'; }
 close() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && b > 0 && d <= t * a) }'; }
 # expect_job_fail NAME PATTERN CMD...: the job ends non-zero, not by the
@@ -147,6 +147,10 @@ expect_job_fail "5 stages of 4 blocks" "5 pipeline stages for the 4 blocks of gp
     $MPI -np 5 $ACTC train $(tiny gpt) --pipeline 5 --accum 8
 expect_job_fail "--accum under the stages" "--accum 2: a pipeline of 4 stages needs at least 4 micro-batches" \
     $MPI -np 4 $ACTC train $(tiny gpt) --pipeline 4 --accum 2
+expect_job_fail "a replica's share not in --accum micro-batches" "the batch must be a multiple of 16" \
+    $MPI -np 4 $ACTC train $(tiny gpt) --pipeline 2 --batch 8
+expect_job_fail "8-bit gradients with a tied embedding" "shared between pipeline stages.*32 bits" \
+    $MPI -np 2 $ACTC train $(tiny gpt) --pipeline 2 --grad-bits 8
 expect_fail "--pipeline without mpirun" "start it with mpirun -np N" $ACTC train $(tiny gpt) --pipeline 2
 expect_fail "--pipeline of an image model" "pipeline stages split a transformer" $ACTC train --model mlp --pipeline 2
 expect_fail "unknown schedule" "--pipeline-schedule zigzag: 1f1b or gpipe" $ACTC train $(tiny gpt) --pipeline-schedule zigzag
