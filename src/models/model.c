@@ -121,8 +121,10 @@ actc_status actc__model_finish(actc_model *m)
     int k = np;
     for (int i = 0; i < n; i++)
         if (!m->state[i]->is_param) sorted[k++] = m->state[i];
-    memcpy(m->state, sorted, (size_t)n * sizeof *sorted);
-    memcpy(m->params, sorted, (size_t)np * sizeof *sorted);
+    if (n) { /* a build that only counts holds none (state NULL) */
+        memcpy(m->state, sorted, (size_t)n * sizeof *sorted);
+        memcpy(m->params, sorted, (size_t)np * sizeof *sorted);
+    }
     m->n_params = np;
     free(sorted);
     return ACTC_OK;
