@@ -7,31 +7,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Move the tape and its keys between the context and a frame. */
-static void take(actc_frame *to, actc_ctx *from)
+/* Exchange the context's tape and its keys with the frame's. */
+static void swap_tape(actc_ctx *ctx, actc_frame *f)
 {
-    to->nodes = from->nodes;
-    to->n_nodes = from->n_nodes;
-    to->cap_nodes = from->cap_nodes;
-    to->occ = from->occ;
-    to->occ_cap = from->occ_cap;
-    to->occ_used = from->occ_used;
-    to->step = from->step;
-    to->key_counter = from->key_counter;
-    to->substep = from->substep;
-}
-
-static void give(actc_ctx *to, const actc_frame *from)
-{
-    to->nodes = from->nodes;
-    to->n_nodes = from->n_nodes;
-    to->cap_nodes = from->cap_nodes;
-    to->occ = from->occ;
-    to->occ_cap = from->occ_cap;
-    to->occ_used = from->occ_used;
-    to->step = from->step;
-    to->key_counter = from->key_counter;
-    to->substep = from->substep;
+    actc_frame mine = {ctx->nodes, ctx->n_nodes, ctx->cap_nodes, ctx->occ, ctx->occ_cap, ctx->occ_used,
+                       ctx->step, ctx->key_counter, ctx->substep};
+    ctx->nodes = f->nodes;
+    ctx->n_nodes = f->n_nodes;
+    ctx->cap_nodes = f->cap_nodes;
+    ctx->occ = f->occ;
+    ctx->occ_cap = f->occ_cap;
+    ctx->occ_used = f->occ_used;
+    ctx->step = f->step;
+    ctx->key_counter = f->key_counter;
+    ctx->substep = f->substep;
+    *f = mine;
 }
 
 actc_status actc_ctx_park(actc_ctx *ctx, actc_frame **out)
@@ -44,10 +34,10 @@ actc_status actc_ctx_park(actc_ctx *ctx, actc_frame **out)
                               ctx->scope_depth ? "name scope" : ctx->in_backward ? "backward pass" : "segment or block");
     actc_frame *f = calloc(1, sizeof *f);
     if (!f) return actc_set_error(ACTC_ERR_OOM, "out of memory for a frame");
-    take(f, ctx);
     /* The context starts a tape of its own, with the same position. */
-    actc_frame fresh = {.step = f->step, .substep = f->substep};
-    give(ctx, &fresh);
+    f->step = ctx->step;
+    f->substep = ctx->substep;
+    swap_tape(ctx, f);
     ctx->parked++;
     *out = f;
     return ACTC_OK;
@@ -62,7 +52,7 @@ actc_status actc_ctx_resume(actc_ctx *ctx, actc_frame *f)
                               ctx->n_nodes);
     free(ctx->nodes);
     free(ctx->occ);
-    give(ctx, f);
+    swap_tape(ctx, f); /* f now holds the freed ones */
     ctx->parked--;
     free(f);
     return ACTC_OK;
@@ -72,13 +62,11 @@ void actc_frame_drop(actc_ctx *ctx, actc_frame *f)
 {
     if (!ctx || !f) return;
     /* Its tape in place of the context's for the time of a truncation. */
-    actc_frame mine;
-    take(&mine, ctx);
-    give(ctx, f);
+    swap_tape(ctx, f);
     actc__tape_truncate(ctx, 0);
     free(ctx->nodes);
     free(ctx->occ);
-    give(ctx, &mine);
+    swap_tape(ctx, f); /* the context's own back; f holds the freed ones */
     ctx->parked--;
     free(f);
     actc__store_clear(ctx); /* the store's array once nothing is held */
