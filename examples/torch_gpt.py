@@ -5,6 +5,7 @@ compression through PyTorch's saved-tensor hooks.
 
     make corpus   # build/data/kjv.txt, the King James Bible as plain text
     python3 examples/torch_gpt.py --compress actnn:L3 --steps 200
+    python3 examples/torch_gpt.py --compress off --compact 0.25   # CompAct alone
 
 The model is defined here; the loss is computed outside it (actc keeps the
 loss's saves as it does in its own engine).  The package is imported from
@@ -109,6 +110,9 @@ def main():
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--compact", type=float, default=0,
+                    help="CompAct: the blocks' linear layers save x P of rank R x width, stepped in the subspace")
+    ap.add_argument("--compact-scale", type=float, default=1.0, help="CompAct's alpha (the subspace step's scale)")
     a = ap.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -118,7 +122,11 @@ def main():
     raw = torch.frombuffer(bytearray(open(a.data, "rb").read()), dtype=torch.uint8)
     split = int(0.95 * len(raw))
     model = GPT(width=a.width, layers=a.layers, heads=max(1, a.width // 32), context=a.seq)
-    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.99), weight_decay=0.01)
+    cp = actc.torch.compact(model, r=a.compact, layers="blocks.*", seed=a.seed, subspace=True) if a.compact else None
+    if cp:
+        opt = cp.optimizer(model.parameters(), lr=a.lr, betas=(0.9, 0.99), weight_decay=0.01, scale=a.compact_scale)
+    else:
+        opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.99), weight_decay=0.01)
     c = None if a.compress == "off" else actc.torch.compress(a.compress, model, seed=a.seed)
     train = batches(raw[:split], a.batch, a.seq, torch.Generator().manual_seed(a.seed))
     t0 = time.time()
@@ -132,8 +140,13 @@ def main():
             with c:
                 loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
                 loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        if cp:
+            cp.clip_grad_norm_(model.parameters(), 1.0)
+        else:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
+        if cp:
+            cp.step()
         if c is not None:
             c.step(lambda: F.cross_entropy(model(x).flatten(0, 1), y.flatten()))
         if step % 20 == 0 or step == a.steps:

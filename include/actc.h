@@ -46,9 +46,9 @@ extern "C" {
  * and the package files follow it).  ABI: before 1.0 a minor release may
  * break it (soname libactc.so.0.MINOR), from 1.0 only a major one; a patch
  * release never does (README, "Installing and linking"). */
-#define ACTC_VERSION "0.13.0"
+#define ACTC_VERSION "0.14.0"
 #define ACTC_VERSION_MAJOR 0
-#define ACTC_VERSION_MINOR 13
+#define ACTC_VERSION_MINOR 14
 #define ACTC_VERSION_PATCH 0
 /* ACTC_VERSION_MAJOR * 10000 + MINOR * 100 + PATCH, for #if comparisons. */
 #define ACTC_VERSION_NUMBER (ACTC_VERSION_MAJOR * 10000 + ACTC_VERSION_MINOR * 100 + ACTC_VERSION_PATCH)
@@ -1500,9 +1500,10 @@ ACTC_API actc_tensor *actc_attention(actc_ctx *ctx, actc_tensor *q, actc_tensor 
 /* ------------------------------------------------------------------------ */
 
 /* The C counterpart of GACT's controller.iterate(fwdbwdprop).  With a gact:
- * policy on the context, every adapt_interval iterations (and at the first)
- * the controller measures each saved tensor's sensitivity c_l (GACT
- * Algorithm 1): it runs fn L + 1 extra times on the same batch and step, all
+ * policy on the context, when actc_controller_measure_due says so (at the
+ * first iteration, every adapt_interval iterations, and four times more
+ * during the first interval) the controller measures each saved tensor's
+ * sensitivity c_l (GACT Algorithm 1): it runs fn L + 1 extra times on the same batch and step, all
  * tensors quantized at 4 bits with fixed rounding streams, re-keying one
  * tensor's stream per pass; c_l = ||g_0 - g_l||^2 / 2 / S(4), S(b) =
  * (2^b - 1)^-2, over all parameter gradients.  Then, under an adaptive level
@@ -1562,6 +1563,17 @@ ACTC_API actc_status actc_controller_iterate(actc_controller *c, actc_fwdbwd_fn 
  * stages 1: alone. */
 ACTC_API actc_status actc_controller_set_stages(actc_controller *c, int stage, int stages,
                                                actc_status (*sum)(double *v, int n, void *user), void *user);
+/* 1 if GACT's sensitivities are measured at iteration iter (counted from 0)
+ * with this adapt_interval: at iteration 0 and every adapt_interval
+ * iterations, as GACT does, and within the first interval also at
+ * adapt_interval / 16, / 8, / 4 and / 2 (integer division; each of at least
+ * 16 iterations, so an interval under 32 adds none).  Sensitivities move
+ * most at the start of a run from scratch: an untrained classifier's flat
+ * softmax makes what the loss saves look insensitive, and a 4-layer GPT
+ * measured at step 0 only ended 0.10 bits per byte above fp32 after 1,000
+ * steps (bench/RESULTS.md, issue 37).  The controller and the PyTorch
+ * package's hooks both follow this schedule.  0 when adapt_interval is 0. */
+ACTC_API int actc_controller_measure_due(uint64_t iter, uint64_t adapt_interval);
 /* 1 if the last iterate measured sensitivities and re-allocated bits. */
 ACTC_API int actc_controller_adapted(const actc_controller *c);
 /* The variance alert: a message with the numbers and the advice to raise

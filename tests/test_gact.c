@@ -483,6 +483,51 @@ static void test_variance_alert(void **state)
     assert_true(fabs((all1 - all8) - comp1) < 0.5 * comp1);
 }
 
+/* ---- when the controller measures ------------------------------------------------ */
+
+static void test_measure_schedule(void **state)
+{
+    (void)state;
+    /* GACT's interval, and the first interval's halvings of >= 16 steps. */
+    const uint64_t due1000[] = {0, 62, 125, 250, 500, 1000, 2000, 3000};
+    int n = 0;
+    for (uint64_t it = 0; it <= 3000; it++)
+        if (actc_controller_measure_due(it, 1000)) {
+            assert_true(n < 8);
+            assert_int_equal(it, due1000[n++]);
+        }
+    assert_int_equal(n, 8);
+    /* 20: a tenth would be 1 step; no halving reaches 16, only multiples. */
+    for (uint64_t it = 0; it < 100; it++) assert_int_equal(actc_controller_measure_due(it, 20), it % 20 == 0);
+    assert_int_equal(actc_controller_measure_due(5, 1), 1);
+    assert_int_equal(actc_controller_measure_due(0, 0), 0);
+
+    /* The controller follows it: interval 64 measures at 0, 16, 32, 64. */
+    net nt;
+    net_init(&nt, 2, 16, 16, 10, 8, 23);
+    actc_tensor *p[2 * NET_MAX + 2];
+    const int np = net_params(&nt, p);
+    actc_ctx *ctx = actc_ctx_new();
+    assert_int_equal(actc_ctx_set_policy(ctx, "gact:4"), ACTC_OK);
+    actc_controller_opts o = actc_controller_default_opts();
+    o.adapt_interval = 64;
+    actc_controller *c = actc_controller_new(ctx, p, np, &o);
+    assert_non_null(c);
+    const int want[] = {0, 16, 32, 64};
+    n = 0;
+    for (int it = 0; it <= 70; it++) {
+        assert_int_equal(actc_controller_iterate(c, net_fwdbwd, &nt), ACTC_OK);
+        if (actc_controller_adapted(c)) {
+            assert_true(n < 4);
+            assert_int_equal(it, want[n++]);
+        }
+    }
+    assert_int_equal(n, 4);
+    actc_controller_free(c);
+    actc_ctx_free(ctx);
+    net_free(&nt);
+}
+
 /* ---- segment checkpointing --------------------------------------------------------- */
 
 /* One batch of a model: images (x) or tokens (ids, B windows of T). */
@@ -775,6 +820,7 @@ int main(void)
         cmocka_unit_test(test_dynamic_graph_keeps_bits),
         cmocka_unit_test(test_subbatch_ranks_like_full_batch),
         cmocka_unit_test(test_variance_alert),
+        cmocka_unit_test(test_measure_schedule),
         cmocka_unit_test(test_segments_recompute_exactly),
         cmocka_unit_test(test_cb1_context_vs_fp32_checkpointing),
         cmocka_unit_test(test_segment_edge_cases),

@@ -107,7 +107,7 @@ void train_build_flags(flag_def *f, void *opts)
         {"--split", F_STR, &o->split, "TRAIN:VAL", "graph models: redraw the split, TRAIN and VAL nodes, the rest test (the graph's own)", 0},
         {"--eval-tokens", F_U64, &o->eval_tokens, "N", "language models: validation tokens per evaluation, 0 = all (65536)", 0},
         {"--dropout", F_FLOAT, &o->dropout, "P", "dropout of the mlp (0) or of a graph model (gcn 0.5, gat and gcnii 0.6)", 0},
-        {"--adapt-interval", F_U64, &o->ctl.adapt_interval, "N", "gact: steps between sensitivity measurements (1000)", 0},
+        {"--adapt-interval", F_U64, &o->ctl.adapt_interval, "N", "gact: steps between sensitivity measurements (1000; also at its halvings in the first)", 0},
         {"--estimate-samples", F_INT, &o->ctl.estimate_samples, "N", "gact: samples per sensitivity pass, 0 = the batch (8)", 0},
         {"--alert", F_FLOAT, &o->alert, "F", "gact: warn when compression variance passes F x the gradient variance (0.5)", 0},
         {"--seed", F_U64, &o->seed, "N", "seed of initialisation, data order and rounding (1)", 0},

@@ -105,6 +105,7 @@ _SIGNATURES = {
     "actc_planner_measure_perturb": (_c.c_int, [_P, _c.c_int]),
     "actc_planner_measure_commit": (_c.c_int, [_P, _c.POINTER(_c.c_double), _c.c_int]),
     "actc_planner_measure_cancel": (None, [_P]),
+    "actc_controller_measure_due": (_c.c_int, [_c.c_uint64, _c.c_uint64]),
     "actc_project": (_c.c_int, [_P, _P, _c.c_int, _P]),
     "actc_project_back": (_c.c_int, [_P, _P, _c.c_int, _c.c_float, _P]),
     "actc_rng_key": (_c.c_uint64, [_c.c_uint64, _c.c_uint64, _c.c_uint64]),

@@ -35,7 +35,7 @@ import torch
 import torch.nn as nn
 
 from . import _lib
-from .compact import compact  # noqa: F401  (actc.torch.compact)
+from .compact import SubspaceAdamW, compact  # noqa: F401  (actc.torch.compact, its optimizer)
 from .core import Planner, check_device, codec_input, decode, encode_into, plan as codec_plan
 
 # The layer name of saves made outside the model's modules.
@@ -99,7 +99,9 @@ class compress:
         torch.get_num_threads() at each save), set per call: the
         library's global setting is left as it is.
     adapt_interval: gact: steps between sensitivity measurements (GACT's
-        default, 1000; the first at step 0)."""
+        default, 1000; the first at step 0, and within the first interval
+        also at its halvings down to a sixteenth, e.g. steps 62, 125, 250
+        and 500: actc_controller_measure_due, the engine's schedule)."""
 
     def __init__(self, policy="actnn:L3", model=None, seed=0, threads=None, adapt_interval=1000):
         self.planner = Planner(policy, seed)
@@ -399,11 +401,11 @@ class compress:
         step begins."""
         if self.planner.observes:
             self.planner.replan()
-        if self.planner.measures and self.step_count % self.adapt_interval == 0:
+        if self.planner.measures and _lib.lib.actc_controller_measure_due(self.step_count, self.adapt_interval):
             if closure is None:
-                raise ValueError(f"actc: {self.policy} measures its sensitivities every {self.adapt_interval} "
-                                 "steps (now): call c.step(closure) with a function that returns the loss of the "
-                                 "current batch")
+                raise ValueError(f"actc: {self.policy} measures its sensitivities now (step {self.step_count}; "
+                                 f"adapt_interval {self.adapt_interval}): call c.step(closure) with a function "
+                                 "that returns the loss of the current batch")
             self._measure(closure)
         self.step_count += 1
         self.last_stats, self.stats = self.stats, {}

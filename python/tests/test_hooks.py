@@ -198,6 +198,22 @@ def test_bool_and_int_saves():
     assert (at.OUTSIDE, "kept", (4,), 32) in saves     # the loss's int64 targets
 
 
+def test_gact_measures_on_the_engine_schedule():
+    """gact measures at step 0, every adapt_interval steps and at the first
+    interval's halvings of at least 16 steps (actc_controller_measure_due):
+    with 64, at steps 0, 16, 32 and 64."""
+    m = nn.Linear(4, 4)
+    c = at.compress("gact:4", m, adapt_interval=64)
+    x = torch.randn(2, 4)
+    measured = []
+    c._measure = lambda closure: measured.append(c.step_count)
+    for _ in range(70):
+        with c:
+            m(x).sum().backward()
+        c.step(lambda: m(x).sum())
+    assert measured == [0, 16, 32, 64]
+
+
 def test_bad_input():
     with pytest.raises(actc.ActcError, match="unknown compression policy 'nosuch'"):
         at.compress("nosuch")

@@ -25,6 +25,8 @@
 #include <string.h>
 
 #define VAR_EMA 0.9      /* weight of the past in the running moments      */
+#define WARMUP_HALVINGS 4 /* extra measurements in the first interval: / 2 ... / 16 */
+#define WARMUP_MIN 16     /* ... each at least this many iterations in        */
 #define VAR_MIN_STEPS 10 /* gradients seen before the alert is judged      */
 
 struct actc_controller {
@@ -301,11 +303,24 @@ actc_status actc_controller_iterate(actc_controller *c, actc_fwdbwd_fn fn, void 
         int n = 0;
         return pass(c, fn, user, step, 0, &n);
     }
-    if (m && c->iter % c->o.adapt_interval == 0 && (s = estimate(c, m, fn, user)) != ACTC_OK) return s;
+    if (m && actc_controller_measure_due(c->iter, c->o.adapt_interval) && (s = estimate(c, m, fn, user)) != ACTC_OK)
+        return s;
     int n = 0;
     if ((s = pass(c, fn, user, step, 0, &n)) != ACTC_OK) return s;
     c->iter++;
     return m ? track_variance(c, n) : ACTC_OK;
+}
+
+/* GACT measures every adapt_interval iterations; the halvings of the first
+ * interval follow the sensitivities while they move fastest (a run from
+ * scratch), for WARMUP_HALVINGS measurements in the whole run. */
+int actc_controller_measure_due(uint64_t iter, uint64_t adapt_interval)
+{
+    if (!adapt_interval) return 0;
+    if (iter % adapt_interval == 0) return 1;
+    for (int k = 1; k <= WARMUP_HALVINGS; k++)
+        if ((adapt_interval >> k) >= WARMUP_MIN && iter == adapt_interval >> k) return 1;
+    return 0;
 }
 
 int actc_controller_adapted(const actc_controller *c) { return c && c->adapted; }
