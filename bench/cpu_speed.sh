@@ -23,6 +23,11 @@
 #        CONFIGS="gpt-mini:16 llama-mini:16 gpt-12x768:4 resnet18:64"  the default set
 #        STEPS=3 ROUNDS=1 LOG=FILE (JSON lines of every run) PYTHON=/usr/bin/python3
 set -euo pipefail
+# The default and pytorch rows are what a user gets, who sets nothing: a
+# variable inherited from the caller's environment (this project's VM sets
+# OPENBLAS_CORETYPE=Haswell) is dropped; the coretype and generic rows set
+# their own.
+unset OPENBLAS_CORETYPE
 here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../build}
 shift || true
