@@ -172,6 +172,30 @@ def test_subspace_clipping_and_accumulation():
         F.cross_entropy(m(x), y).backward()
 
 
+def test_subspace_moments_across_projections():
+    """A new P every step (gap 1): the moments carry over (CompAct's code),
+    or restart with each P under reset_state, the bias correction with them."""
+    for reset, want in ((False, 3), (True, 1)):
+        torch.manual_seed(0)
+        lin = nn.Linear(8, 3)
+        cp = at.compact(lin, r=0.5, gap=1, subspace=True)
+        opt = cp.optimizer(lin.parameters(), reset_state=reset)
+        for _ in range(3):
+            opt.zero_grad()
+            lin(torch.randn(4, 8)).pow(2).sum().backward()
+            u = cp.factors[lin.weight][0].clone()
+            m_before = opt.state[lin.weight]["m"].clone() if opt.state[lin.weight] else None
+            opt.step()
+            cp.step()
+        st = opt.state[lin.weight]
+        assert st["step"] == want, (reset, st["step"])
+        assert opt.state[lin.bias]["step"] == 3                   # dense: never reset
+        if reset:
+            assert torch.allclose(st["m"], 0.1 * u)                # only the last factor
+        else:
+            assert torch.allclose(st["m"], 0.9 * m_before + 0.1 * u)
+
+
 def test_bad_arguments_subspace():
     with pytest.raises(actc.ActcError, match="subspace=True"):
         at.compact(model()).optimizer(model().parameters())
