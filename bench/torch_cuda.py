@@ -9,6 +9,9 @@ bf16 autocast, AdamW, under
                   (bench/torch_hooks.py's pack_2bit)
   actc:POLICY     actc.torch.compress(POLICY, model): actnn:L3, gact:4,
                   division, nf4
+  actc-wait:actnn:L3  the same with overlap=False: each save planned at
+                  once, the host waiting for its ranges (one
+                  synchronisation per save; the default queues them)
 Per configuration: tokens (images) per second over the timed steps, the
 step time against none's, torch.cuda.max_memory_allocated, and the saved
 context of one step (what the hooks keep; for none, the saved tensors'
@@ -34,7 +37,7 @@ sys.path.insert(0, here)
 sys.path.insert(1, os.path.join(here, "..", "python"))
 from torch_hooks import pack_2bit, packed_bytes, unpack_2bit  # noqa: E402
 
-CONFIGS = ["none", "pytorch-2bit", "actc:actnn:L3", "actc:gact:4", "actc:division", "actc:nf4"]
+CONFIGS = ["none", "pytorch-2bit", "actc:actnn:L3", "actc-wait:actnn:L3", "actc:gact:4", "actc:division", "actc:nf4"]
 
 
 class Attention(nn.Module):
@@ -150,7 +153,8 @@ def run(model_name, config, a, dev):
         hooks = lambda: torch.autograd.graph.saved_tensors_hooks(pack, unpack_2bit)  # noqa: E731
     else:
         import actc.torch
-        c = actc.torch.compress(config[5:], model)
+        policy = config.split(":", 1)[1]
+        c = actc.torch.compress(policy, model, overlap=not config.startswith("actc-wait:"))
         hooks = lambda: c  # noqa: E731
 
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
@@ -214,18 +218,18 @@ def main():
             rows.append(r)
             if dev.type == "cuda":
                 torch.cuda.empty_cache()
-    print(f"\n{'model':<9} {'config':<16} {'units/s':>10} {'step ms':>9} {'vs none':>8} {'max alloc GiB':>13} "
+    print(f"\n{'model':<9} {'config':<19} {'units/s':>10} {'step ms':>9} {'vs none':>8} {'max alloc GiB':>13} "
           f"{'context MiB':>11} {'x less':>7}")
     for m in a.models.split(","):
         base = next((r for r in rows if r["model"] == m and r["config"] == "none" and "error" not in r), None)
         for r in (r for r in rows if r["model"] == m):
             if "error" in r:
-                print(f"{m:<9} {r['config']:<16} failed: {r['error']}")
+                print(f"{m:<9} {r['config']:<19} failed: {r['error']}")
                 continue
             ups = r.get("tokens_per_s", r.get("images_per_s"))
             vs = f"{r['step_ms'] / base['step_ms']:.2f}x" if base else "-"
             less = f"{base['context_mib'] / r['context_mib']:.1f}" if base and r["context_mib"] else "-"
-            print(f"{m:<9} {r['config']:<16} {ups:>10.1f} {r['step_ms']:>9.2f} {vs:>8} "
+            print(f"{m:<9} {r['config']:<19} {ups:>10.1f} {r['step_ms']:>9.2f} {vs:>8} "
                   f"{r['max_memory_allocated_gib']:>13.3f} {r['context_mib']:>11.1f} {less:>7}")
     return 0
 

@@ -46,9 +46,9 @@ extern "C" {
  * and the package files follow it).  ABI: before 1.0 a minor release may
  * break it (soname libactc.so.0.MINOR), from 1.0 only a major one; a patch
  * release never does (README, "Installing and linking"). */
-#define ACTC_VERSION "0.14.0"
+#define ACTC_VERSION "0.15.0"
 #define ACTC_VERSION_MAJOR 0
-#define ACTC_VERSION_MINOR 14
+#define ACTC_VERSION_MINOR 15
 #define ACTC_VERSION_PATCH 0
 /* ACTC_VERSION_MAJOR * 10000 + MINOR * 100 + PATCH, for #if comparisons. */
 #define ACTC_VERSION_NUMBER (ACTC_VERSION_MAJOR * 10000 + ACTC_VERSION_MINOR * 100 + ACTC_VERSION_PATCH)
@@ -481,8 +481,10 @@ ACTC_API actc_status actc_codec_decode_rows(const actc_codec_plan *plan, const v
  * device memory of one device; stream is a cudaStream_t of that device
  * (NULL: the legacy default stream).  The work is queued on the stream and
  * the call returns without waiting, as a kernel launch does; nothing is
- * allocated on the device; sample_bits (host memory, quant only) is copied
- * into the payload on the stream.  The payload buffer is 16-byte aligned,
+ * allocated on the device; sample_bits (host memory, quant only) go into
+ * the payload by value (a kernel's parameters: the host buffer may be
+ * reused when the call returns, no copy from pageable memory, safe to
+ * capture in a CUDA graph).  The payload buffer is 16-byte aligned,
  * the tensor aligned to its element size.  Errors, with nothing queued:
  * ACTC_ERR_INVALID for a plan not from actc_codec_plan_make, a codec
  * without kernels, an unknown dtype, a host pointer, a misaligned or short
@@ -500,6 +502,20 @@ ACTC_API actc_status actc_cuda_encode(const actc_codec_plan *plan, const void *x
                                       const uint8_t *sample_bits, void *dst, size_t dst_bytes, void *stream);
 ACTC_API actc_status actc_cuda_decode(const actc_codec_plan *plan, const void *src, size_t src_bytes, void *dst,
                                       actc_dtype dtype, void *stream);
+/* ActNN's per-sample ranges of x (N samples of D elements of dtype, device
+ * memory), what a planner for actnn:L2/L3 needs of a tensor it cannot read
+ * (actc_save_query.sample_range_sq): out[n] = the sum over sample n's
+ * groups of 256 elements of (max - min)^2 in double, NaNs ignored, bit for
+ * bit what the planner computes from the same values on the host (both
+ * sum in one order, src/codec/codec_math.h).  out: device memory of
+ * out_len >= actc_cuda_range_sq_len(N, D) doubles, 8-byte aligned; the
+ * first N receive the sums, the rest is the kernels' scratch (nothing is
+ * allocated).  Queued on stream like actc_cuda_encode, with its errors
+ * (an empty tensor is ACTC_ERR_INVALID).  Copy out[0..N) to the host for
+ * the planner. */
+ACTC_API size_t actc_cuda_range_sq_len(int N, size_t D);
+ACTC_API actc_status actc_cuda_range_sq(const void *x, actc_dtype dtype, int N, size_t D, double *out,
+                                        size_t out_len, void *stream);
 
 /* ------------------------------------------------------------------------ */
 /* Engine context: tape, saved-context store, policy                         */

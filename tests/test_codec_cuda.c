@@ -329,6 +329,50 @@ static void test_kernels_replayed_match_cpu(void **state)
     assert_int_equal(compared, (int)(sizeof CASES / sizeof CASES[0]) * N_INPUTS);
 }
 
+/* range_groups_k and range_fold_k replayed: a warp per group's term, then
+ * per sample lane l sums groups l, l + 32, ... and the lanes fold down by
+ * shuffles; bit for bit the planner's actc_quant_range_sq. */
+static void range_sq_replayed(const float *x, size_t N, size_t D, double *out)
+{
+    const size_t G = ACTC_QUANT_GROUP, gps = (D + G - 1) / G;
+    for (size_t s = 0; s < N; s++) {
+        double lane[LANES] = {0};
+        for (size_t g = 0; g < gps; g++) {
+            float mn, mx;
+            warp_minmax(x + s * D + g * G, D - g * G < G ? D - g * G : G, &mn, &mx);
+            lane[g % LANES] += actc__range_sq_term(mn, mx);
+        }
+        for (int w = LANES / 2; w > 0; w /= 2) {
+            double down[LANES];
+            for (int l = 0; l < LANES; l++) down[l] = l + w < LANES ? lane[l + w] : lane[l];
+            for (int l = 0; l < LANES; l++) lane[l] += down[l];
+        }
+        out[s] = lane[0];
+    }
+}
+
+static void test_range_sq_replayed_match_cpu(void **state)
+{
+    (void)state;
+    const struct { size_t N, D; } shapes[] = {{1, 5}, {3, 700}, {8, 256 * 40 + 17}, {16, 256}, {2, 256 * 70}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        const size_t N = shapes[k].N, D = shapes[k].D;
+        for (int kind = 0; kind < N_INPUTS; kind++) {
+            float *x = make_input(N * D, kind);
+            double cpu[16], gpu[16];
+            actc_quant_range_sq(x, (int)N, D, 0, cpu);
+            range_sq_replayed(x, N, D, gpu);
+            for (size_t s = 0; s < N; s++)
+                if (memcmp(&cpu[s], &gpu[s], sizeof(double)) != 0)
+                    fail_msg("ranges of %zu x %zu (%s input), sample %zu: %a on the CPU, %a replayed", N, D,
+                             INPUT_NAMES[kind], s, cpu[s], gpu[s]);
+            free(x);
+        }
+    }
+    assert_int_equal(actc_cuda_range_sq_len(8, 256 * 40 + 17), 8 + 8 * 41);
+    assert_int_equal(actc_cuda_range_sq_len(0, 100), 0);
+}
+
 /* The binary search of the GPU against the CPU's bucket table, on and
  * around every midpoint of the 8-bit map and on the non-finite values. */
 static void test_dyn8_search_matches_buckets(void **state)
@@ -414,8 +458,25 @@ static void test_entry_points_refuse(void **state)
         expect_refused(actc_cuda_decode(&p, buf, sizeof buf, x, ACTC_FLOAT32, NULL), ACTC_ERR_STATE,
                        "built without CUDA", buf, sizeof buf);
         assert_int_equal(actc_cuda_device_count(), 0);
+        expect_refused(actc_cuda_range_sq(x, ACTC_FLOAT32, 4, 64, (double *)buf, 64, NULL), ACTC_ERR_STATE,
+                       "built without CUDA", buf, sizeof buf);
         return;
     }
+    double *out = (double *)buf; /* 64 doubles */
+    expect_refused(actc_cuda_range_sq(x, (actc_dtype)7, 4, 64, out, 64, NULL), ACTC_ERR_INVALID, "dtype 7", buf,
+                   sizeof buf);
+    expect_refused(actc_cuda_range_sq(x, ACTC_FLOAT32, 4, 64, out, 7, NULL), ACTC_ERR_INVALID, "needs 8", buf,
+                   sizeof buf);
+    expect_refused(actc_cuda_range_sq(x, ACTC_FLOAT32, 0, 64, out, 64, NULL), ACTC_ERR_INVALID, "empty", buf,
+                   sizeof buf);
+    expect_refused(actc_cuda_range_sq(x, ACTC_FLOAT32, 4, 64, (double *)(buf + 4), 60, NULL), ACTC_ERR_INVALID,
+                   "misaligned", buf, sizeof buf);
+    const int gpus = actc_cuda_device_count();
+    const actc_status rh = actc_cuda_range_sq(x, ACTC_FLOAT32, 4, 64, out, 64, NULL);
+    if (gpus > 0)
+        expect_refused(rh, ACTC_ERR_INVALID, "not device memory", buf, sizeof buf);
+    else
+        expect_refused(rh, ACTC_ERR_DEVICE, "actc_cuda_range_sq", buf, sizeof buf);
     /* Checked before any device is asked. */
     expect_refused(actc_cuda_encode(&div, x, ACTC_FLOAT32, NULL, buf, sizeof buf, NULL), ACTC_ERR_INVALID,
                    "no CUDA kernels", buf, sizeof buf);
@@ -430,7 +491,6 @@ static void test_entry_points_refuse(void **state)
     assert_int_not_equal(st, ACTC_OK);
     /* Host memory: "not device memory" with a GPU, the runtime's own
      * refusal without one; nothing written either way. */
-    const int gpus = actc_cuda_device_count();
     const actc_status host = actc_cuda_encode(&p, x, ACTC_FLOAT32, NULL, buf, sizeof buf, NULL);
     if (gpus > 0)
         expect_refused(host, ACTC_ERR_INVALID, "not device memory", buf, sizeof buf);
@@ -445,6 +505,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kernels_replayed_match_cpu),
+        cmocka_unit_test(test_range_sq_replayed_match_cpu),
         cmocka_unit_test(test_dyn8_search_matches_buckets),
         cmocka_unit_test(test_half_conversions),
         cmocka_unit_test(test_entry_points_refuse),

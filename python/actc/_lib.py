@@ -92,6 +92,8 @@ _SIGNATURES = {
     "actc_cuda_device_count": (_c.c_int, []),
     "actc_cuda_encode": (_c.c_int, [_c.POINTER(CodecPlan), _P, _c.c_int, _P, _P, _c.c_size_t, _P]),
     "actc_cuda_decode": (_c.c_int, [_c.POINTER(CodecPlan), _P, _c.c_size_t, _P, _c.c_int, _P]),
+    "actc_cuda_range_sq_len": (_c.c_size_t, [_c.c_int, _c.c_size_t]),
+    "actc_cuda_range_sq": (_c.c_int, [_P, _c.c_int, _c.c_int, _c.c_size_t, _P, _c.c_size_t, _P]),
     "actc_planner_new": (_c.c_int, [_c.c_char_p, _c.c_uint64, _c.POINTER(_P)]),
     "actc_planner_free": (None, [_P]),
     "actc_planner_policy": (_c.c_char_p, [_P]),

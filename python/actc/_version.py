@@ -1,1 +1,1 @@
-__version__ = "0.14.0"  # the library version this package binds (include/actc.h)
+__version__ = "0.15.0"  # the library version this package binds (include/actc.h)

@@ -73,9 +73,13 @@ def plan(codec, shape, key=0, sample_bits=None):
     return p
 
 
-def encode_into(p, x, sample_bits=None):
+def encode_into(p, x, sample_bits=None, stream=None):
     """Encode contiguous x (codec_input's) with plan p into a new uint8
-    tensor on x's device."""
+    tensor on x's device (CUDA: on `stream`, torch's current one by
+    default)."""
+    if x.is_cuda and stream is not None:
+        with torch.cuda.stream(stream):
+            return encode_into(p, x, sample_bits)
     out = torch.empty(p.bytes, dtype=torch.uint8, device=x.device)
     if x.is_cuda:
         check(lib.actc_cuda_encode(ctypes.byref(p), x.data_ptr(), _CUDA_DTYPES[x.dtype], sample_bits,
@@ -101,24 +105,19 @@ def decode(p, payload, dtype=torch.float32):
     return y if dtype == torch.float32 else y.to(dtype)
 
 
-def sample_range_sq(x, group=256):
-    """ActNN's per-sample sum over groups of `group` elements of the squared
-    range (max - min, NaNs ignored), what the library computes from values
-    it can read (actc_quant_range_sq): computed where x lives, for device
-    tensors.  float64, one value per sample (dim 0)."""
+def sample_range_sq(x):
+    """ActNN's per-sample ranges of CUDA tensor x (codec_input's; samples
+    on dim 0), what the planner reads from a host tensor's values itself:
+    the sum over each sample's groups of 256 elements of (max - min)^2,
+    NaNs ignored, bit for bit the planner's (actc_cuda_range_sq, queued on
+    torch's current stream).  float64 on x's device, one value per
+    sample."""
     n = x.shape[0] if x.dim() >= 2 else 1
-    v = x.reshape(n, -1)
-    d = v.shape[1]
-    full = d // group * group
-    parts = []
-    for piece in ([v[:, :full].reshape(n, -1, group)] if full else []) + \
-            ([v[:, full:].reshape(n, 1, d - full)] if d > full else []):
-        nan = torch.isnan(piece)
-        mn = torch.where(nan, torch.full_like(piece, float("inf")), piece).amin(dim=2).double()
-        mx = torch.where(nan, torch.full_like(piece, float("-inf")), piece).amax(dim=2).double()
-        r = torch.where(mn <= mx, mx - mn, torch.zeros_like(mn))
-        parts.append((r * r).sum(dim=1))
-    return sum(parts) if parts else torch.zeros(n, dtype=torch.float64, device=x.device)
+    d = x.numel() // max(n, 1)
+    out = torch.empty(lib.actc_cuda_range_sq_len(n, d), dtype=torch.float64, device=x.device)
+    check(lib.actc_cuda_range_sq(x.data_ptr(), _CUDA_DTYPES[x.dtype], n, d, out.data_ptr(), out.numel(),
+                                 _stream(x)), "ranges")
+    return out[:n]
 
 
 def encode(t, codec, key=0):
@@ -147,9 +146,12 @@ class Planner:
             lib.actc_planner_free(h)
             self._h = None
 
-    def plan(self, x, scope, index, role, step):
+    def plan(self, x, scope, index, role, step, ranges=None):
         """(plan, sample_bits) for contiguous x (codec_input's); sample_bits is a
-        ctypes array when the plan uses per-sample widths, else None."""
+        ctypes array when the plan uses per-sample widths, else None.
+        ranges: for a CUDA x under an observing policy, its per-sample
+        ranges on the host (sample_range_sq's, a sequence of floats);
+        computed here, waiting for the GPU, when not given."""
         shape = _shape_array(x.shape)
         q = SaveQuery()
         q.scope = scope.encode()
@@ -158,14 +160,14 @@ class Planner:
         q.ndim = x.dim()
         q.shape = shape
         q.step = step
-        ranges = None
         if x.is_cuda:
             # The library reads values on the host only: ActNN (the
             # observing policies) gets their per-sample ranges instead.
             q.data = None
             if self.observes:
-                r = sample_range_sq(x).cpu()
-                ranges = (ctypes.c_double * r.numel())(*r.tolist())
+                if ranges is None:
+                    ranges = sample_range_sq(x).cpu().tolist()
+                ranges = (ctypes.c_double * len(ranges))(*ranges)
                 q.sample_range_sq = ctypes.cast(ranges, ctypes.POINTER(ctypes.c_double))
         else:
             q.data = x.data_ptr()

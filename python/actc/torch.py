@@ -27,16 +27,18 @@ Layer scopes are the dotted module names of ``model`` (forward hooks); with a
 model, saves made outside its modules (the loss, usually) are kept as the
 loss's saves are in actc (fp32 under quant, actnn and gact); the sample axis
 is dim 0.  Tested with torch 1.13 (Debian 12's python3-torch)."""
+import collections
 import ctypes
 import math
 import weakref
 
 import torch
 import torch.nn as nn
+import torch.nn.modules.module as _modules
 
 from . import _lib
 from .compact import SubspaceAdamW, compact  # noqa: F401  (actc.torch.compact, its optimizer)
-from .core import Planner, check_device, codec_input, decode, encode_into, plan as codec_plan
+from .core import Planner, check_device, codec_input, decode, encode_into, plan as codec_plan, sample_range_sq
 
 # The layer name of saves made outside the model's modules.
 OUTSIDE = "(outside)"
@@ -79,8 +81,17 @@ class _Kept:
 
 class _Packed:
     """A save stored through a codec: the plan, the payload, and what
-    unpack needs to give the tensor back and to check it."""
-    __slots__ = ("plan", "payload", "shape", "dtype", "source", "version", "where", "__weakref__")
+    unpack needs to give the tensor back and to check it.  A save whose
+    plan waits for its ranges (compress's overlap) has `pending` set and
+    no payload yet."""
+    __slots__ = ("plan", "payload", "shape", "dtype", "source", "version", "where", "pending", "__weakref__")
+
+
+class _Pending:
+    """A save queued until its per-sample ranges reach the host: the values
+    to encode, the ranges' pinned copy and its event, the stream, what the
+    planner is asked, and where its line of saved() goes."""
+    __slots__ = ("x", "xver", "ranges", "event", "stream", "scope", "index", "role", "step", "slot", "counted")
 
 
 class compress:
@@ -101,9 +112,24 @@ class compress:
     adapt_interval: gact: steps between sensitivity measurements (GACT's
         default, 1000; the first at step 0, and within the first interval
         also at its halvings down to a sixteenth, e.g. steps 62, 125, 250
-        and 500: actc_controller_measure_due, the engine's schedule)."""
+        and 500: actc_controller_measure_due, the engine's schedule).
+    overlap: CUDA tensors under actnn, whose plans need each save's
+        per-sample ranges on the host: True (default) queues the ranges'
+        copy and plans and encodes the save once they have arrived (at a
+        later save, when more than 8 wait, at the end of the model's
+        forward, or when backward needs it), so the host does not wait for
+        the GPU at each save; the waiting saves (at most 8) are held as they
+        are meanwhile.  False: at the save, one synchronisation with the
+        GPU each.  Same plans and bytes either way."""
 
-    def __init__(self, policy="actnn:L3", model=None, seed=0, threads=None, adapt_interval=1000):
+    # Saves that may wait for their ranges (overlap): at most this many
+    # tensors are held unencoded.
+    MAX_PENDING = 8
+    # Tests: queue CPU saves too (never ready before they are forced), so
+    # the queue's logic runs without a GPU.
+    _queue_host = False
+
+    def __init__(self, policy="actnn:L3", model=None, seed=0, threads=None, adapt_interval=1000, overlap=True):
         self.planner = Planner(policy, seed)
         self.policy = self.planner.policy
         self.model = model
@@ -113,6 +139,8 @@ class compress:
             raise ValueError("actc: adapt_interval must be at least 1")
         self.adapt_interval = adapt_interval
         self.threads = threads
+        self.overlap = overlap
+        self._queue = collections.deque()  # _Packed saves waiting for their ranges, oldest first
         self.step_count = 0
         self.stats = {}        # this step: scope -> {"saves", "stored", "fp32"}
         self.last_stats = {}   # the step before the last c.step()
@@ -146,30 +174,48 @@ class compress:
         self._depth -= 1
         if self._depth > 0:
             return False
+        try:
+            if exc[0] is None:
+                self._drain()
+        finally:
+            self._queue.clear()
+            self._close_hooks(exc)
+        return False
+
+    def _close_hooks(self, exc):
         self._hooks.__exit__(*exc)
         self._hooks = None
         for h in self._handles:
             h.remove()
         self._handles = []
         self._dedup = {}
-        return False
 
     def _install_module_hooks(self):
         self._names = {m: name for name, m in self.model.named_modules()}
         self._params = {t.data_ptr() for t in self.model.parameters()} | \
                        {t.data_ptr() for t in self.model.buffers() if t.numel()}
-        for m, name in self._names.items():
-            self._handles.append(m.register_forward_pre_hook(self._enter_module))
-            self._handles.append(m.register_forward_hook(self._leave_module))
+        # Two global hooks (for every module; those of other models are
+        # passed over) rather than two per module: one registration each
+        # per block, not hundreds.
+        self._handles.append(_modules.register_module_forward_pre_hook(self._enter_module))
+        self._handles.append(_modules.register_module_forward_hook(self._leave_module))
 
     def _enter_module(self, module, inputs):
+        if module not in self._names:
+            return
         self._scopes.append(module)
         if inputs and isinstance(inputs[0], torch.Tensor):
             self._input_shape[module] = tuple(inputs[0].shape)
 
     def _leave_module(self, module, inputs, output):
+        if module not in self._names:
+            return
         if self._scopes and self._scopes[-1] is module:
             self._scopes.pop()
+        if module is self.model:
+            # The model's forward is done: no save of it stays unencoded
+            # into the loss and backward (one wait for the GPU per step).
+            self._drain()
         if self.planner.observes and torch.is_grad_enabled() and isinstance(output, torch.Tensor) \
                 and output.requires_grad and output.dim() >= 1:
             scope = self._names.get(module, "")
@@ -290,7 +336,7 @@ class compress:
     def _new_packed(self, t, p, payload, where):
         k = _Packed()
         k.plan, k.payload, k.shape, k.dtype = p, payload, t.shape, t.dtype
-        k.source, k.version, k.where = weakref.ref(t), t._version, where
+        k.source, k.version, k.where, k.pending = weakref.ref(t), t._version, where, None
         return k
 
     def _pack_codec(self, t, codec):
@@ -320,14 +366,57 @@ class compress:
         if self.planner.observes or self.planner.measures:
             self._check_shape(scope, index, x)
         role = _lib.SaveRole() if module is False else _role_of(module)
-        p, bits = self.planner.plan(x, scope, index, role, self.step_count)
-        p.threads = self._threads()
-        payload = encode_into(p, x, ctypes.cast(bits, ctypes.c_void_p) if bits is not None else None)
         indices.append(index)
-        k = self._new_packed(t, p, payload, scope)
-        self._count(scope, p.codec.decode(), x, p.bytes, t.numel() * 4)
+        k = self._new_packed(t, None, None, scope)
+        w = _Pending()
+        w.x, w.xver, w.scope, w.index, w.role, w.step = x, x._version, scope, index, role, self.step_count
+        w.ranges = w.event = w.stream = None
+        w.counted, w.slot = self._counting, len(self._saves)
+        if self._counting:
+            self._saves.append(None)  # this save's line, filled when it is encoded
+        if self.planner.observes and self.overlap and (x.is_cuda or self._queue_host):
+            if x.is_cuda:
+                # The ranges on their way to the host; planned once there.
+                w.stream = torch.cuda.current_stream(x.device)
+                r = sample_range_sq(x)
+                w.ranges = torch.empty(r.shape, dtype=r.dtype, pin_memory=True)
+                w.ranges.copy_(r, non_blocking=True)
+                w.event = torch.cuda.Event()
+                w.event.record(w.stream)
+            k.pending = w
+            self._queue.append(k)
+            self._remember(key, t, k)
+            self._drain(self.MAX_PENDING)
+            return k
+        self._finish(k, w)
         self._remember(key, t, k)
         return k
+
+    def _finish(self, k, w):
+        """Plan and encode save k from what w kept of it."""
+        k.pending = None
+        if w.x._version != w.xver:
+            # Changed in place while it waited: what forward saved is gone,
+            # and unpack says so (no payload).
+            return
+        ranges = None
+        if w.event is not None:
+            w.event.synchronize()
+            ranges = w.ranges.tolist()
+        p, bits = self.planner.plan(w.x, w.scope, w.index, w.role, w.step, ranges)
+        p.threads = self._threads()
+        k.plan = p
+        k.payload = encode_into(p, w.x, ctypes.cast(bits, ctypes.c_void_p) if bits is not None else None, w.stream)
+        if w.counted:
+            self._count(w.scope, p.codec.decode(), w.x, p.bytes, w.x.numel() * 4, slot=w.slot)
+
+    def _drain(self, keep=0):
+        """Plan and encode the queued saves whose ranges have arrived, and
+        the oldest ones (waiting for theirs) until at most `keep` wait."""
+        q = self._queue
+        while q and (len(q) > keep or (q[0].pending.event is not None and q[0].pending.event.query())):
+            k = q.popleft()
+            self._finish(k, k.pending)
 
     def _check_shape(self, scope, index, x):
         per_sample = tuple(x.shape[1:])
@@ -343,9 +432,15 @@ class compress:
             if k.tensor._version != k.version:
                 raise RuntimeError(self._changed_message("", k.version, k.tensor._version))
             return k.tensor
+        if k.pending is not None:
+            self._drain()
+            if k.pending is not None:
+                raise RuntimeError(f"actc: a tensor of layer '{k.where}' saved for backward was never encoded: the "
+                                   "`with` block that saved it ended with an exception")
         src = k.source()
-        if src is not None and src._version != k.version:
-            raise RuntimeError(self._changed_message(k.where, k.version, src._version))
+        if k.payload is None or (src is not None and src._version != k.version):
+            now = src._version if src is not None else "another"
+            raise RuntimeError(self._changed_message(k.where, k.version, now))
         y = decode(k.plan, k.payload, torch.float32 if k.dtype == torch.bool else k.dtype)
         if k.shape != y.shape:
             y = y.view(k.shape)
@@ -358,22 +453,28 @@ class compress:
                 f"{before} when saved, {now} now); backward would not compute the gradient of what forward did")
 
     # ---- accounting -------------------------------------------------------
-    def _count(self, scope, codec, t, stored, fp32):
-        if not self._counting:
+    def _count(self, scope, codec, t, stored, fp32, slot=None):
+        if not self._counting and slot is None:
             return
         s = self.stats.setdefault(scope, {"saves": 0, "stored": 0, "fp32": 0})
         s["saves"] += 1
         s["stored"] += stored
         s["fp32"] += fp32
-        self._saves.append((scope, codec, tuple(t.shape), stored))
+        line = (scope, codec, tuple(t.shape), stored)
+        if slot is None:
+            self._saves.append(line)
+        else:
+            self._saves[slot] = line
 
     def saved(self):
         """This step's saves so far: (layer, codec, shape, stored bytes)."""
-        return list(self._saves)
+        self._drain()
+        return [s for s in self._saves if s is not None]  # None: changed in place before it was encoded
 
     def report(self):
         """The saved context per layer, stored against fp32 (this step's,
         or the last step's when this one has saved nothing yet)."""
+        self._drain()
         stats = self.stats or self.last_stats
         lines = [f"{'layer':<32} {'saves':>5} {'stored':>12} {'fp32':>12} {'ratio':>7}"]
         tot = {"saves": 0, "stored": 0, "fp32": 0}
@@ -389,6 +490,7 @@ class compress:
 
     def totals(self):
         """(stored, fp32) bytes of this step's saves (or the last step's)."""
+        self._drain()
         stats = self.stats or self.last_stats
         return sum(s["stored"] for s in stats.values()), sum(s["fp32"] for s in stats.values())
 
@@ -399,6 +501,7 @@ class compress:
         sensitivities when due, running `closure`, a function that computes
         the loss of the current batch, L + 1 more times), then the next
         step begins."""
+        self._drain()
         if self.planner.observes:
             self.planner.replan()
         if self.planner.measures and _lib.lib.actc_controller_measure_due(self.step_count, self.adapt_interval):

@@ -83,3 +83,73 @@ def test_bf16_autocast_and_allocator():
     plain, hooked = step(False), step(True)
     assert hooked < plain, (hooked, plain)
     assert all(torch.isfinite(p.grad).all() for p in model.parameters())
+
+
+def test_ranges_bit_for_bit_and_same_widths():
+    """ActNN's per-sample ranges computed on the GPU (actc_cuda_range_sq)
+    are the planner's own from the values, bit for bit, in every dtype, and
+    plan the same widths."""
+    import ctypes
+    from actc._lib import CodecPlan, SaveQuery, ROLE_LINEAR_IN, check
+    torch.manual_seed(3)
+    x = torch.randn(8, 3, 17, 19) * torch.arange(1, 9, dtype=torch.float32).view(8, 1, 1, 1)
+    x[2, 0, 0, :5] = float("nan")
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        xh = x.to(dtype).float()
+        r = actc.core.sample_range_sq(x.to(dtype).cuda())
+        assert r.dtype == torch.float64 and r.is_cuda and r.shape == (8,)
+        widths = []
+        for ranges in (None, r.cpu().tolist()):
+            p = actc.core.Planner("actnn:L3")
+            shape = (ctypes.c_int * 4)(*x.shape)
+            q = SaveQuery()
+            q.scope, q.index, q.ndim, q.shape, q.step = b"l", 0, 4, shape, 0
+            q.role.role = ROLE_LINEAR_IN
+            if ranges is None:
+                q.data = xh.data_ptr()
+            else:
+                arr = (ctypes.c_double * 8)(*ranges)
+                q.sample_range_sq = ctypes.cast(arr, ctypes.POINTER(ctypes.c_double))
+            plan, bits = CodecPlan(), (ctypes.c_uint8 * 8)()
+            check(lib.actc_planner_plan(p._h, ctypes.byref(q), ctypes.byref(plan), bits))
+            widths.append(list(bits))
+        assert widths[0] == widths[1] and len(set(widths[0])) > 1, (dtype, widths)
+        # The values themselves: the planner's order, so the same doubles.
+        v = xh.view(8, -1)
+        for n in range(8):
+            acc = [0.0] * 32
+            for g in range((v.shape[1] + 255) // 256):
+                piece = v[n, 256 * g:256 * (g + 1)]
+                piece = piece[~torch.isnan(piece)]
+                if piece.numel():
+                    d = float(piece.max()) - float(piece.min())
+                    acc[g % 32] += d * d
+            w = 16
+            while w:
+                for lane in range(w):
+                    acc[lane] += acc[lane + w]
+                w //= 2
+            assert float(r[n]) == acc[0], (dtype, n)
+
+
+def test_overlap_same_as_waiting():
+    """actnn on CUDA tensors: planning once the ranges arrive (overlap, the
+    default) gives the gradients and saved() lines of planning at each
+    save (overlap=False), step after step."""
+    torch.manual_seed(5)
+    model = _mlp()
+    x, y = torch.randn(64, 512, device="cuda"), torch.randint(0, 10, (64,), device="cuda")
+    runs = []
+    for overlap in (False, True):
+        c = actc.torch.compress("actnn:L3", model, seed=2, overlap=overlap)
+        out = []
+        for _ in range(3):
+            model.zero_grad()
+            with c:
+                torch.nn.functional.cross_entropy(model(x), y).backward()
+            out.append(([p.grad.clone() for p in model.parameters()], c.saved()))
+            c.step()
+        runs.append(out)
+    for (g0, s0), (g1, s1) in zip(*runs):
+        assert s0 == s1 and any(codec == "quant:mixed" for _, codec, _, _ in s0), s0
+        assert all(torch.allclose(a, b, rtol=1e-5, atol=1e-7) for a, b in zip(g0, g1))

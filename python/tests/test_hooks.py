@@ -309,29 +309,48 @@ def test_autocast_weight_copies_kept():
     assert all(torch.isfinite(p.grad).all() for p in m.parameters())
 
 
-def test_sample_ranges_plan_like_values():
-    """The per-sample ranges the package computes where a tensor lives
-    (actc.core.sample_range_sq, for CUDA tensors; run here on the CPU)
-    give the planner the widths it chooses from the values themselves."""
-    import ctypes
-    from actc._lib import CodecPlan, SaveQuery, ROLE_LINEAR_IN, check, lib
-    torch.manual_seed(3)
-    x = torch.randn(8, 3, 17, 19) * torch.arange(1, 9, dtype=torch.float32).view(8, 1, 1, 1)
-    x[2, 0, 0, :5] = float("nan")
-    widths = []
-    for from_values in (True, False):
-        p = actc.core.Planner("actnn:L3")
-        shape = (ctypes.c_int * 4)(*x.shape)
-        q = SaveQuery()
-        q.scope, q.index, q.ndim, q.shape, q.step = b"l", 0, 4, shape, 0
-        q.role.role = ROLE_LINEAR_IN
-        if from_values:
-            q.data = x.data_ptr()
+def test_queued_saves_match_planning_at_the_save():
+    """The queue of saves waiting for their ranges (compress's overlap: CUDA
+    tensors under actnn), run here on the CPU: the same gradients (so the
+    same payloads) and saved() lines as planning at each save, over steps
+    in which actnn re-plans; at most MAX_PENDING saves wait, none after the
+    model's forward; a save changed in place while it waits is an error at
+    backward."""
+    torch.manual_seed(4)
+    layers = []
+    for _ in range(6):
+        layers += [nn.Linear(24, 24), nn.GELU()]
+    m = nn.Sequential(*layers, nn.Linear(24, 5))
+    x, y = torch.randn(8, 24) * torch.arange(1, 9).view(8, 1), torch.randint(0, 5, (8,))
+    runs = []
+    for queued in (False, True):
+        c = at.compress("actnn:L3", m, seed=3)
+        c._queue_host = queued
+        waiting, after = [], []
+        hs = [mod.register_forward_hook(lambda *a: waiting.append(len(c._queue))) for mod in m]
+        hs.append(m.register_forward_hook(lambda *a: after.append(len(c._queue))))
+        out = []
+        for _ in range(3):
+            out.append((grads(m, x, y, c), c.saved()))
+            c.step()
+        for h in hs:
+            h.remove()
+        runs.append(out)
+        assert after == [0, 0, 0]  # none left unencoded once the model's forward is done
+        if queued:
+            assert 0 < max(waiting) <= c.MAX_PENDING, waiting
         else:
-            r = actc.core.sample_range_sq(x)
-            ranges = (ctypes.c_double * 8)(*r.tolist())
-            q.sample_range_sq = ctypes.cast(ranges, ctypes.POINTER(ctypes.c_double))
-        plan, bits = CodecPlan(), (ctypes.c_uint8 * 8)()
-        check(lib.actc_planner_plan(p._h, ctypes.byref(q), ctypes.byref(plan), bits))
-        widths.append(list(bits))
-    assert widths[0] == widths[1] and len(set(widths[0])) > 1, widths
+            assert max(waiting) == 0
+    for (g0, s0), (g1, s1) in zip(*runs):
+        assert s0 == s1 and any(codec == "quant:mixed" for _, codec, _, _ in s0), s0
+        assert all(torch.equal(a, b) for a, b in zip(g0, g1))
+    c = at.compress("actnn:L3", m)
+    c._queue_host = True
+    a = torch.randn(4, 24, requires_grad=True)
+    with c:
+        h = m[0](a) * 1.0
+        s = h.sin()           # saves h, which waits in the queue
+        assert len(c._queue) >= 1
+        h.add_(1.0)           # changes it before it is encoded
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            s.sum().backward()

@@ -30,8 +30,19 @@ int actc_cuda_device_count(void)
 
 static size_t dtype_size(actc_dtype dt) { return dt == ACTC_FLOAT32 ? 4 : 2; }
 
+static int dtype_ok(const char *fn, const char *codec, actc_dtype dt)
+{
+    if (dt == ACTC_FLOAT32 || dt == ACTC_BFLOAT16 || dt == ACTC_FLOAT16) return 1;
+    actc_set_error(ACTC_ERR_INVALID, "%s (%s): dtype %d is not ACTC_FLOAT32, ACTC_BFLOAT16 or ACTC_FLOAT16", fn, codec,
+                   (int)dt);
+    return 0;
+}
+
+#define CODEC_ADVICE "encode it with actc_codec_encode"
+#define RANGES_ADVICE "the planner reads a host tensor's values itself: actc_save_query.data"
+
 /* The device p lives on, or -1 with the error set (host or unknown memory). */
-static int device_of(const void *p, const char *fn, const char *what, const actc_codec_plan *plan)
+static int device_of(const void *p, const char *fn, const char *what, const char *codec, const char *advice)
 {
     struct cudaPointerAttributes at;
     const cudaError_t e = cudaPointerGetAttributes(&at, p);
@@ -41,8 +52,8 @@ static int device_of(const void *p, const char *fn, const char *what, const actc
         return -1;
     }
     if (at.type != cudaMemoryTypeDevice && at.type != cudaMemoryTypeManaged) {
-        actc_set_error(ACTC_ERR_INVALID, "%s (%s): the %s is not device memory (a CPU tensor? encode it with actc_codec_encode)",
-                       fn, plan->codec, what);
+        actc_set_error(ACTC_ERR_INVALID, "%s (%s): the %s is not device memory (a CPU tensor? %s)", fn, codec, what,
+                       advice);
         return -1;
     }
     return at.device;
@@ -93,11 +104,7 @@ static int check_call(const char *fn, const actc_codec_plan *plan, const void *t
                        fn, plan->codec);
         return K_NONE;
     }
-    if (dt != ACTC_FLOAT32 && dt != ACTC_BFLOAT16 && dt != ACTC_FLOAT16) {
-        actc_set_error(ACTC_ERR_INVALID, "%s (%s): dtype %d is not ACTC_FLOAT32, ACTC_BFLOAT16 or ACTC_FLOAT16", fn,
-                       plan->codec, (int)dt);
-        return K_NONE;
-    }
+    if (!dtype_ok(fn, plan->codec, dt)) return K_NONE;
     if (plan->numel == 0) return k; /* nothing to touch */
     if (!tensor) {
         actc_set_error(ACTC_ERR_INVALID, "%s (%s): NULL tensor", fn, plan->codec);
@@ -111,9 +118,9 @@ static int check_call(const char *fn, const actc_codec_plan *plan, const void *t
     }
     const int sd = stream_device(stream, fn);
     if (sd < 0) return K_NONE;
-    const int td = device_of(tensor, fn, "tensor", plan);
+    const int td = device_of(tensor, fn, "tensor", plan->codec, CODEC_ADVICE);
     if (td < 0) return K_NONE;
-    const int pd = device_of(payload, fn, "payload", plan);
+    const int pd = device_of(payload, fn, "payload", plan->codec, CODEC_ADVICE);
     if (pd < 0) return K_NONE;
     if (td != sd || pd != sd) {
         actc_set_error(ACTC_ERR_INVALID, "%s (%s): the tensor is on device %d, the payload on %d, the stream on %d", fn,
@@ -170,20 +177,7 @@ actc_status actc_cuda_encode(const actc_codec_plan *plan, const void *x, actc_dt
     }
     default: {
         const actc__cu_quant q = actc__cu_quant_of(plan);
-        if (q.mixed) {
-            /* The widths go into the payload first (clamped, as the CPU
-             * writes them); the kernel reads them from there.  A pageable
-             * source is staged before cudaMemcpyAsync returns. */
-            uint8_t *w = malloc(q.N ? q.N : 1);
-            if (!w) return actc_set_error(ACTC_ERR_OOM, "%s (%s): %zu bytes of widths", fn, plan->codec, q.N);
-            for (size_t s = 0; s < q.N; s++)
-                w[s] = (uint8_t)actc__quant_clamp_bits(sample_bits ? sample_bits[s] : q.bits);
-            cudaError_t e = cudaMemcpyAsync(out + q.N * q.gps * ACTC_QUANT_META, w, q.N, cudaMemcpyHostToDevice,
-                                            (cudaStream_t)stream);
-            free(w);
-            if (e != cudaSuccess) return cuda_error(e, fn, "copying the per-sample widths");
-        }
-        ON_DEVICE(fn, dev, actc__cu_quant_encode(x, dt, &q, out, stream));
+        ON_DEVICE(fn, dev, actc__cu_quant_encode(x, dt, &q, sample_bits, out, stream));
     }
     }
     return ACTC_OK;
@@ -223,5 +217,35 @@ actc_status actc_cuda_decode(const actc_codec_plan *plan, const void *src, size_
         ON_DEVICE(fn, dev, actc__cu_quant_decode(in, &q, dst, dt, stream));
     }
     }
+    return ACTC_OK;
+}
+
+actc_status actc_cuda_range_sq(const void *x, actc_dtype dtype, int N, size_t D, double *out, size_t out_len,
+                               void *stream)
+{
+    const char *fn = "actc_cuda_range_sq";
+    if (N < 0) return actc_set_error(ACTC_ERR_INVALID, "%s: %d samples", fn, N);
+    if (!dtype_ok(fn, "ranges", dtype)) return actc_last_status();
+    if (N == 0 || D == 0)
+        return actc_set_error(ACTC_ERR_INVALID, "%s: an empty tensor (%d x %zu) has no ranges", fn, N, D);
+    const size_t need = actc_cuda_range_sq_len(N, D);
+    if (!x || !out) return actc_set_error(ACTC_ERR_INVALID, "%s: NULL %s", fn, x ? "output" : "tensor");
+    if (out_len < need)
+        return actc_set_error(ACTC_ERR_INVALID, "%s: output of %zu doubles, needs %zu (actc_cuda_range_sq_len)", fn,
+                              out_len, need);
+    if ((uintptr_t)x % dtype_size(dtype) || (uintptr_t)out % sizeof(double))
+        return actc_set_error(ACTC_ERR_INVALID,
+                              "%s: misaligned buffer (tensor at %p needs %zu-byte alignment, output at %p 8-byte)", fn,
+                              x, dtype_size(dtype), (void *)out);
+    const int sd = stream_device(stream, fn);
+    if (sd < 0) return actc_last_status();
+    const int td = device_of(x, fn, "tensor", "ranges", RANGES_ADVICE);
+    if (td < 0) return actc_last_status();
+    const int od = device_of(out, fn, "output", "ranges", RANGES_ADVICE);
+    if (od < 0) return actc_last_status();
+    if (td != sd || od != sd)
+        return actc_set_error(ACTC_ERR_INVALID, "%s: the tensor is on device %d, the output on %d, the stream on %d",
+                              fn, td, od, sd);
+    ON_DEVICE(fn, sd, actc__cu_range_sq(x, (int)dtype, (size_t)N, D, ACTC_QUANT_GROUP, out, stream));
     return ACTC_OK;
 }

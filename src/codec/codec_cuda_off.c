@@ -25,3 +25,10 @@ actc_status actc_cuda_decode(const actc_codec_plan *plan, const void *src, size_
     (void)plan, (void)src, (void)src_bytes, (void)dst, (void)dtype, (void)stream;
     return actc_set_error(ACTC_ERR_STATE, "actc_cuda_decode: " OFF_MSG);
 }
+
+actc_status actc_cuda_range_sq(const void *x, actc_dtype dtype, int N, size_t D, double *out, size_t out_len,
+                               void *stream)
+{
+    (void)x, (void)dtype, (void)N, (void)D, (void)out, (void)out_len, (void)stream;
+    return actc_set_error(ACTC_ERR_STATE, "actc_cuda_range_sq: " OFF_MSG);
+}

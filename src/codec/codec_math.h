@@ -176,6 +176,17 @@ ACTC_HD void actc__minmax_merge(float omn, float omx, float *mn, float *mx)
     *mx = omx > *mx ? omx : *mx;
 }
 
+/* ActNN's per-sample squared range (actc_quant_range_sq): a group's
+ * (max - min)^2 in double (the difference of two huge floats may overflow
+ * a float), 0 for a group of NaNs only.  A sample's groups are summed in
+ * one order on the CPU and a CUDA warp alike, so the sums agree bit for
+ * bit: group g into lane g % ACTC_QUANT_LANES in order, then lanes j and
+ * j + w merged (lane j's sum first) for w = 16, 8, 4, 2, 1. */
+ACTC_HD double actc__range_sq_term(float mn, float mx)
+{
+    return mn <= mx ? ((double)mx - mn) * ((double)mx - mn) : 0.0;
+}
+
 /* The seed of group gi (sample-major over the tensor) of the per-group
  * quantizer; element i of the group draws from hash input seed + i. */
 #define ACTC_QUANT_GROUP_TAG 0x51475250ULL /* "QGRP" */

@@ -360,13 +360,24 @@ void actc_quant_range_sq(const float *x, int N, size_t D, int group, double *out
 #pragma omp parallel for schedule(static) if ((size_t)(N > 0 ? N : 0) * D >= QUANT_PAR_MIN)
     for (int s = 0; s < N; s++) {
         const float *xs = x + (size_t)s * D;
-        double acc = 0.0;
-        for (size_t j = 0; j < D; j += G) {
+        /* codec_math.h's order, which the CUDA kernels follow too. */
+        double lane[ACTC_QUANT_LANES] = {0};
+        size_t g = 0;
+        for (size_t j = 0; j < D; j += G, g++) {
             float mn, mx;
             actc__quant_minmax(xs + j, D - j < G ? D - j : G, &mn, &mx);
-            /* In double: the difference of two huge floats may overflow. */
-            if (mn <= mx) acc += ((double)mx - mn) * ((double)mx - mn);
+            lane[g % ACTC_QUANT_LANES] += actc__range_sq_term(mn, mx);
         }
-        out[s] = acc;
+        for (int w = ACTC_QUANT_LANES / 2; w > 0; w /= 2)
+            for (int l = 0; l < w; l++) lane[l] += lane[l + w];
+        out[s] = lane[0];
     }
+}
+
+/* What actc_cuda_range_sq needs (actc.h): it lives here, built with or
+ * without CUDA. */
+size_t actc_cuda_range_sq_len(int N, size_t D)
+{
+    if (N <= 0) return 0;
+    return (size_t)N + (size_t)N * ((D + ACTC_QUANT_GROUP - 1) / ACTC_QUANT_GROUP);
 }

@@ -12,9 +12,14 @@
  *      float32 against a device-to-device copy of the input (both counting
  *      bytes read and written; at least 40% asked);
  *   4. bad input: a host pointer, a misaligned or short payload, a stream of
- *      another device: refused with nothing written.
+ *      another device: refused with nothing written;
+ *   5. ActNN's per-sample ranges (actc_cuda_range_sq) bit for bit the
+ *      planner's from the same values on the host;
+ *   6. a CUDA graph: per-sample-width encodes and the ranges captured on a
+ *      stream and replayed give the CPU's bytes.
  * Prints one line per check and a summary; exit 0 when every check holds. */
 #include "actc.h"
+#include "codec/codec.h"
 #include "codec_cases.h"
 #include "core/hostdev.h"
 #include <cuda_runtime_api.h>
@@ -183,7 +188,7 @@ static void unbiased(cudaStream_t stream)
 /* ---- 3. throughput ------------------------------------------------------------- */
 
 static float time_ms(cudaStream_t stream, int reps, const actc_codec_plan *p, const void *in, void *out,
-                     int what /* 0 copy, 1 encode, 2 decode */, size_t copy_bytes)
+                     int what /* 0 copy, 1 encode, 2 decode, 3 ranges */, size_t copy_bytes)
 {
     cudaEvent_t a, b;
     CUDA_OK(cudaEventCreate(&a));
@@ -195,8 +200,11 @@ static float time_ms(cudaStream_t stream, int reps, const actc_codec_plan *p, co
             CUDA_OK(cudaMemcpyAsync(out, in, copy_bytes, cudaMemcpyDeviceToDevice, stream));
         else if (what == 1)
             ACTC_OK(actc_cuda_encode(p, in, ACTC_FLOAT32, NULL, out, p->bytes, stream));
-        else
+        else if (what == 2)
             ACTC_OK(actc_cuda_decode(p, in, p->bytes, out, ACTC_FLOAT32, stream));
+        else /* ActNN's ranges, p's shape as [shape[0], rest] */
+            ACTC_OK(actc_cuda_range_sq(in, ACTC_FLOAT32, p->shape[0], p->numel / (size_t)p->shape[0], out,
+                                       copy_bytes / sizeof(double), stream));
         CUDA_OK(cudaEventRecord(b, stream));
         CUDA_OK(cudaEventSynchronize(b));
         float ms;
@@ -236,6 +244,13 @@ static void throughput(cudaStream_t stream)
             printf("%s %zu MiB %-22s encode %6.0f GB/s (%.2fx copy)  decode %6.0f GB/s (%.2fx copy)\n",
                    ok ? "ok  " : "FAIL", mib[s], specs[k], be, be / copy_bw, bd, bd / copy_bw);
         }
+        /* The ranges the actnn hooks compute before planning (one read). */
+        actc_codec_plan p;
+        ACTC_OK(actc_codec_plan_make("quant:2", 4, shape, 7, NULL, &p));
+        const float tr = time_ms(stream, 10, &p, dx, dp, 3, n * 4);
+        const double br = n * 4.0 / (tr * 1e-3) / 1e9;
+        printf("     %zu MiB %-22s %6.0f GB/s read (%.2fx copy; reported, not checked)\n", mib[s], "ranges (actnn)", br,
+               br / copy_bw);
         cudaFree(dx), cudaFree(dp), cudaFree(dy);
     }
 }
@@ -264,6 +279,12 @@ static void bad_input(cudaStream_t stream)
     r[2].st = actc_cuda_encode(&p, dx, ACTC_FLOAT32, NULL, dp, p.bytes - 1, stream);
     r[3].what = "host payload", r[3].needle = "not device memory";
     r[3].st = actc_cuda_encode(&p, dx, ACTC_FLOAT32, NULL, host, sizeof host, stream);
+    double *dr;
+    CUDA_OK(cudaMalloc((void **)&dr, 64 * sizeof *dr));
+    const actc_status rs = actc_cuda_range_sq(host, ACTC_FLOAT32, 4, 256, dr, 64, stream);
+    g_failed += rs != ACTC_ERR_INVALID;
+    printf("%s bad input: ranges of a host tensor refused\n", rs == ACTC_ERR_INVALID ? "ok  " : "FAIL");
+    cudaFree(dr);
     for (int i = 0; i < 4; i++) {
         const int ok = r[i].st == ACTC_ERR_INVALID;
         g_failed += !ok;
@@ -292,6 +313,102 @@ static void bad_input(cudaStream_t stream)
     cudaFree(dx), cudaFree(dp);
 }
 
+/* ---- 5. ActNN's per-sample ranges -------------------------------------------- */
+
+static void ranges(cudaStream_t stream)
+{
+    const actc_dtype dts[3] = {ACTC_FLOAT32, ACTC_BFLOAT16, ACTC_FLOAT16};
+    const struct { int N; size_t D; } shapes[] = {{1, 5}, {3, 700}, {8, 256 * 40 + 17}, {16, 256}, {64, 4096}};
+    int cases = 0, bad = 0;
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        const int N = shapes[k].N;
+        const size_t D = shapes[k].D, n = (size_t)N * D, len = actc_cuda_range_sq_len(N, D);
+        for (int kind = 0; kind < N_INPUTS; kind++)
+            for (int d = 0; d < 3; d++) {
+                float *x = make_input(n, kind), *wide = malloc(n * 4);
+                uint16_t *bits = malloc(n * 2);
+                double *cpu = malloc(N * sizeof *cpu), *gpu = malloc(N * sizeof *gpu);
+                narrow(x, n, dts[d], wide, bits);
+                actc_quant_range_sq(wide, N, D, 0, cpu);
+                const size_t esz = dts[d] == ACTC_FLOAT32 ? 4 : 2;
+                void *dx, *dout;
+                CUDA_OK(cudaMalloc(&dx, n * esz));
+                CUDA_OK(cudaMalloc(&dout, len * sizeof(double)));
+                CUDA_OK(cudaMemcpy(dx, dts[d] == ACTC_FLOAT32 ? (void *)wide : (void *)bits, n * esz,
+                                   cudaMemcpyHostToDevice));
+                ACTC_OK(actc_cuda_range_sq(dx, dts[d], N, D, dout, len, stream));
+                CUDA_OK(cudaStreamSynchronize(stream));
+                CUDA_OK(cudaMemcpy(gpu, dout, N * sizeof *gpu, cudaMemcpyDeviceToHost));
+                if (memcmp(cpu, gpu, N * sizeof *cpu) != 0) {
+                    int s = 0;
+                    while (memcmp(&cpu[s], &gpu[s], sizeof *cpu) == 0) s++;
+                    printf("FAIL ranges of %d x %zu, %s input, dtype %d: sample %d %a on the CPU, %a on the GPU\n",
+                           N, D, INPUT_NAMES[kind], (int)dts[d], s, cpu[s], gpu[s]);
+                    bad++;
+                }
+                cases++;
+                cudaFree(dx), cudaFree(dout);
+                free(x), free(wide), free(bits), free(cpu), free(gpu);
+            }
+    }
+    g_failed += bad;
+    printf("%s ranges: %d of %d (shape, input, dtype) cases bit for bit the planner's\n", bad ? "FAIL" : "ok  ",
+           cases - bad, cases);
+}
+
+/* ---- 6. CUDA graphs ------------------------------------------------------------------ */
+
+static void graph(cudaStream_t stream)
+{
+    const int shape[2] = {6, 1000};
+    const size_t n = 6000;
+    uint8_t widths[6] = {1, 8, 2, 3, 4, 2};
+    actc_codec_plan p;
+    ACTC_OK(actc_codec_plan_make("quant:2", 2, shape, 99, widths, &p));
+    float *x = make_input(n, IN_RANDOM);
+    uint8_t *cpu = malloc(p.bytes), *back = malloc(p.bytes);
+    double want[6], got[6];
+    ACTC_OK(actc_codec_encode(&p, x, widths, cpu, p.bytes));
+    actc_quant_range_sq(x, 6, 1000, 0, want);
+    const size_t len = actc_cuda_range_sq_len(6, 1000);
+    void *dx, *dp, *dr;
+    CUDA_OK(cudaMalloc(&dx, n * 4));
+    CUDA_OK(cudaMalloc(&dp, p.bytes));
+    CUDA_OK(cudaMalloc(&dr, len * sizeof(double)));
+    CUDA_OK(cudaMemcpy(dx, x, n * 4, cudaMemcpyHostToDevice));
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    int ok = 1;
+    CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    const actc_status se = actc_cuda_encode(&p, dx, ACTC_FLOAT32, widths, dp, p.bytes, stream);
+    const actc_status sr = actc_cuda_range_sq(dx, ACTC_FLOAT32, 6, 1000, dr, len, stream);
+    const cudaError_t ce = cudaStreamEndCapture(stream, &g);
+    if (se != ACTC_OK || sr != ACTC_OK || ce != cudaSuccess) {
+        printf("FAIL CUDA graph: capture refused (encode %s, ranges %s, end %s: %s)\n", actc_status_name(se),
+               actc_status_name(sr), cudaGetErrorString(ce), actc_last_error());
+        g_failed++;
+        cudaGetLastError();
+    } else {
+        memset(widths, 8, sizeof widths); /* captured by value: the graph keeps the old widths */
+        CUDA_OK(cudaGraphInstantiateWithFlags(&ge, g, 0));
+        for (int r = 0; r < 2; r++) {
+            CUDA_OK(cudaMemset(dp, 0, p.bytes));
+            CUDA_OK(cudaGraphLaunch(ge, stream));
+            CUDA_OK(cudaStreamSynchronize(stream));
+            CUDA_OK(cudaMemcpy(back, dp, p.bytes, cudaMemcpyDeviceToHost));
+            CUDA_OK(cudaMemcpy(got, dr, sizeof got, cudaMemcpyDeviceToHost));
+            ok &= memcmp(cpu, back, p.bytes) == 0 && memcmp(want, got, sizeof got) == 0;
+        }
+        g_failed += !ok;
+        printf("%s CUDA graph: mixed-width quant:2 encode and the ranges captured, replayed twice: %s\n",
+               ok ? "ok  " : "FAIL", ok ? "the CPU's bytes" : "bytes differ");
+        cudaGraphExecDestroy(ge);
+        cudaGraphDestroy(g);
+    }
+    cudaFree(dx), cudaFree(dp), cudaFree(dr);
+    free(x), free(cpu), free(back);
+}
+
 int main(int argc, char **argv)
 {
     const int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
@@ -307,6 +424,8 @@ int main(int argc, char **argv)
     cudaStream_t stream;
     CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     identity(stream);
+    ranges(stream);
+    graph(stream);
     unbiased(stream);
     if (!quick) throughput(stream);
     bad_input(stream);

@@ -31,6 +31,83 @@ template <int DT> __device__ __forceinline__ void st(void *y, size_t i, float v)
 /* With dt a kernel argument (DIVISION's kernels, one version for all). */
 __device__ __forceinline__ void st_dt(void *y, int dt, size_t i, float v) { actc__store_dt(y, dt, i, v); }
 
+/* A 16-bit element's bits to float and back (DT 1 bfloat16, 2 float16):
+ * the conversions ld and st make. */
+template <int DT> __device__ __forceinline__ float from16(uint32_t u)
+{
+    return DT == 1 ? actc__bf16_to_f32((uint16_t)u) : actc__f16_to_f32((uint16_t)u);
+}
+template <int DT> __device__ __forceinline__ uint32_t to16(float v)
+{
+    return DT == 1 ? actc__f32_to_bf16(v) : actc__f32_to_f16(v);
+}
+
+/* Elements i .. i + 7 (a lane's chunk of 8): with 16-byte loads and stores
+ * where the address is 16-byte aligned (every chunk of a tensor whose rows
+ * hold a multiple of 8 elements: torch's and cudaMalloc's buffers are
+ * aligned), one element at a time elsewhere; the same values either way.
+ * A warp's lanes then move 32 contiguous bytes each (fp32) instead of 8
+ * words 32 bytes apart, a quarter of the memory instructions. */
+template <int DT> __device__ __forceinline__ void ld8(const void *x, size_t i, float v[8])
+{
+    if (DT == 0) {
+        const float *p = (const float *)x + i;
+        if (((uintptr_t)p & 15u) == 0) {
+            const float4 a = ((const float4 *)p)[0], b = ((const float4 *)p)[1];
+            v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+            return;
+        }
+    } else {
+        const uint16_t *p = (const uint16_t *)x + i;
+        if (((uintptr_t)p & 15u) == 0) {
+            const uint4 a = *(const uint4 *)p; /* little endian: element 2k in word k's low half */
+            const uint32_t w[4] = {a.x, a.y, a.z, a.w};
+            for (int k = 0; k < 4; k++) v[2 * k] = from16<DT>(w[k] & 0xFFFFu), v[2 * k + 1] = from16<DT>(w[k] >> 16);
+            return;
+        }
+    }
+    for (int k = 0; k < 8; k++) v[k] = ld<DT>(x, i + k);
+}
+template <int DT> __device__ __forceinline__ void st8(void *y, size_t i, const float v[8])
+{
+    if (DT == 0) {
+        float *p = (float *)y + i;
+        if (((uintptr_t)p & 15u) == 0) {
+            ((float4 *)p)[0] = make_float4(v[0], v[1], v[2], v[3]);
+            ((float4 *)p)[1] = make_float4(v[4], v[5], v[6], v[7]);
+            return;
+        }
+    } else {
+        uint16_t *p = (uint16_t *)y + i;
+        if (((uintptr_t)p & 15u) == 0) {
+            uint32_t w[4];
+            for (int k = 0; k < 4; k++) w[k] = to16<DT>(v[2 * k]) | to16<DT>(v[2 * k + 1]) << 16;
+            *(uint4 *)p = make_uint4(w[0], w[1], w[2], w[3]);
+            return;
+        }
+    }
+    for (int k = 0; k < 8; k++) st<DT>(y, i + k, v[k]);
+}
+/* Elements i and i + 1, one 8-byte (fp32) or 4-byte store where aligned. */
+template <int DT> __device__ __forceinline__ void st2(void *y, size_t i, float a, float b)
+{
+    if (DT == 0) {
+        float *p = (float *)y + i;
+        if (((uintptr_t)p & 7u) == 0) {
+            *(float2 *)p = make_float2(a, b);
+            return;
+        }
+    } else {
+        uint16_t *p = (uint16_t *)y + i;
+        if (((uintptr_t)p & 3u) == 0) {
+            *(uint32_t *)p = to16<DT>(a) | to16<DT>(b) << 16;
+            return;
+        }
+    }
+    st<DT>(y, i, a);
+    st<DT>(y, i + 1, b);
+}
+
 /* A launcher's body: kernel K<dt> (dt 0..2: float32, bfloat16, float16)
  * launched, and the launch's error returned. */
 #define LAUNCH_DT(dt, K, grid, stream, ...)                                                            \
@@ -61,14 +138,11 @@ static unsigned thread_grid(size_t units) { return grid_of(units, THREADS); }
 #define THREAD_LOOP(i, units)                                                                          \
     for (size_t i = (size_t)blockIdx.x * THREADS + threadIdx.x; i < (units); i += (size_t)gridDim.x * THREADS)
 
-__device__ __forceinline__ void put_le32(uint8_t *p, uint32_t u)
-{
-    for (int k = 0; k < 4; k++) p[k] = (uint8_t)(u >> (8 * k));
-}
-__device__ __forceinline__ uint32_t get_le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
+/* A block's absmax word: the payload is 16-byte aligned (the entry points
+ * check) and the words come first, so each is 4-byte aligned; the GPU is
+ * little endian, as the payload's words are. */
+__device__ __forceinline__ void put_le32(uint8_t *p, uint32_t u) { *(uint32_t *)p = u; }
+__device__ __forceinline__ uint32_t get_le32(const uint8_t *p) { return *(const uint32_t *)p; }
 
 /* ------------------------------------------------------------------------ */
 /* Per-group stochastic quantizer                                            */
@@ -100,6 +174,35 @@ __device__ __forceinline__ size_t group_len(const actc__cu_quant &q, size_t g)
     return g % q.gps < q.full ? q.G : q.tail;
 }
 
+/* A run's minimum and maximum (NaNs ignored) in the CPU's lane order
+ * (codec_math.h): whole rows of 32 by lane, the rest on lane 0, lanes
+ * merged downwards; every lane gets the result. */
+template <int DT>
+__device__ __forceinline__ void group_minmax(const void *x, size_t elem, size_t len, int lane, float *pmn, float *pmx)
+{
+    float mn = INFINITY, mx = -INFINITY;
+    const size_t rows = len / WARP * WARP;
+    /* Unrolled: a group of 256 is 8 independent loads in flight per lane. */
+#pragma unroll 8
+    for (size_t i = (size_t)lane; i < rows; i += WARP) actc__minmax_step(ld<DT>(x, elem + i), &mn, &mx);
+    if (lane == 0)
+        for (size_t i = rows; i < len; i++) actc__minmax_step(ld<DT>(x, elem + i), &mn, &mx);
+    for (int w = WARP / 2; w > 0; w /= 2) {
+        const float omn = __shfl_down_sync(FULL_MASK, mn, w), omx = __shfl_down_sync(FULL_MASK, mx, w);
+        actc__minmax_merge(omn, omx, &mn, &mx);
+    }
+    *pmn = __shfl_sync(FULL_MASK, mn, 0);
+    *pmx = __shfl_sync(FULL_MASK, mx, 0);
+}
+
+/* Per-sample widths (clamped) written into the payload from a kernel
+ * parameter: no host buffer for the stream to read later, no pageable
+ * copy (which may synchronise), and safe to capture in a CUDA graph. */
+static __global__ void widths_k(actc__cu_widths w, uint8_t *dst)
+{
+    for (size_t i = threadIdx.x; i < w.n; i += blockDim.x) dst[i] = w.b[i];
+}
+
 template <int DT> __global__ void quant_encode_k(const void *__restrict__ x, actc__cu_quant q, uint8_t *payload)
 {
     const size_t ng = q.N * q.gps;
@@ -111,18 +214,8 @@ template <int DT> __global__ void quant_encode_k(const void *__restrict__ x, act
         int b;
         const size_t off = group_offset(q, widths, g, lane, &b), len = group_len(q, g);
         const size_t elem = g / q.gps * q.D + g % q.gps * q.G;
-        /* The CPU's lanes: whole rows of 32 by lane, the rest on lane 0. */
-        float mn = INFINITY, mx = -INFINITY;
-        const size_t rows = len / WARP * WARP;
-        for (size_t i = (size_t)lane; i < rows; i += WARP) actc__minmax_step(ld<DT>(x, elem + i), &mn, &mx);
-        if (lane == 0)
-            for (size_t i = rows; i < len; i++) actc__minmax_step(ld<DT>(x, elem + i), &mn, &mx);
-        for (int w = WARP / 2; w > 0; w /= 2) {
-            const float omn = __shfl_down_sync(FULL_MASK, mn, w), omx = __shfl_down_sync(FULL_MASK, mx, w);
-            actc__minmax_merge(omn, omx, &mn, &mx);
-        }
-        mn = __shfl_sync(FULL_MASK, mn, 0);
-        mx = __shfl_sync(FULL_MASK, mx, 0);
+        float mn, mx;
+        group_minmax<DT>(x, elem, len, lane, &mn, &mx);
         uint8_t meta[ACTC_QUANT_META];
         actc__quant_meta_of(mn, mx, b, meta);
         if (lane == 0)
@@ -133,7 +226,10 @@ template <int DT> __global__ void quant_encode_k(const void *__restrict__ x, act
         for (size_t c0 = 8 * (size_t)lane; c0 < len; c0 += 8 * WARP) {
             const int m = len - c0 < 8 ? (int)(len - c0) : 8;
             float v[8];
-            for (int k = 0; k < m; k++) v[k] = ld<DT>(x, elem + c0 + k);
+            if (m == 8)
+                ld8<DT>(x, elem + c0, v);
+            else
+                for (int k = 0; k < m; k++) v[k] = ld<DT>(x, elem + c0 + k);
             const uint64_t w = actc__quant_chunk_pack(v, m, p, seed, (uint32_t)c0);
             const size_t nb = actc__quant_run_bytes((size_t)m, b);
             for (size_t k = 0; k < nb; k++) out[c0 / 8 * (size_t)b + k] = (uint8_t)(w >> (8 * k));
@@ -161,8 +257,38 @@ template <int DT> __global__ void quant_decode_k(const uint8_t *payload, actc__c
             for (size_t k = 0; k < nb; k++) w |= (uint64_t)in[c0 / 8 * (size_t)b + k] << (8 * k);
             float v[8];
             actc__quant_chunk_values(w, m, p, v);
-            for (int k = 0; k < m; k++) st<DT>(y, elem + c0 + k, v[k]);
+            if (m == 8)
+                st8<DT>(y, elem + c0, v);
+            else
+                for (int k = 0; k < m; k++) st<DT>(y, elem + c0 + k, v[k]);
         }
+    }
+}
+
+/* ActNN's per-sample ranges (actc_cuda_range_sq): a warp per group writes
+ * its (max - min)^2 to part[], then a warp per sample folds its groups in
+ * codec_math.h's order (actc__range_sq_term), as actc_quant_range_sq does. */
+template <int DT>
+__global__ void range_groups_k(const void *__restrict__ x, size_t N, size_t D, size_t G, double *part)
+{
+    const size_t gps = (D + G - 1) / G;
+    WARP_LOOP(g, N * gps)
+    {
+        const size_t j = g % gps * G, len = D - j < G ? D - j : G;
+        float mn, mx;
+        group_minmax<DT>(x, g / gps * D + j, len, lane, &mn, &mx);
+        if (lane == 0) part[g] = actc__range_sq_term(mn, mx);
+    }
+}
+
+static __global__ void range_fold_k(const double *__restrict__ part, size_t N, size_t gps, double *out)
+{
+    WARP_LOOP(s, N)
+    {
+        double acc = 0.0;
+        for (size_t g = (size_t)lane; g < gps; g += WARP) acc += part[s * gps + g];
+        for (int w = WARP / 2; w > 0; w /= 2) acc += __shfl_down_sync(FULL_MASK, acc, w);
+        if (lane == 0) out[s] = acc;
     }
 }
 
@@ -213,8 +339,10 @@ template <int DT> __global__ void block4_decode_k(const uint8_t *payload, actc__
         const size_t e = 2 * k;
         const float amax = actc__bits_float(get_le32(absmax + 4 * (e / c.B)));
         const uint8_t code = codes[k];
-        st<DT>(y, e, value[code >> 4] * amax);
-        if (e + 1 < c.n) st<DT>(y, e + 1, value[code & 15] * amax);
+        if (e + 1 < c.n)
+            st2<DT>(y, e, value[code >> 4] * amax, value[code & 15] * amax);
+        else
+            st<DT>(y, e, value[code >> 4] * amax);
     }
 }
 
@@ -372,7 +500,13 @@ template <int DT> __global__ void mask_encode_k(const void *__restrict__ x, size
     THREAD_LOOP(k, (n + 7) / 8)
     {
         unsigned v = 0;
-        for (int j = 0; j < 8 && 8 * k + j < n; j++) v |= actc__mask_bit(ld<DT>(x, 8 * k + j)) << j;
+        if (8 * k + 8 <= n) {
+            float e[8];
+            ld8<DT>(x, 8 * k, e);
+            for (int j = 0; j < 8; j++) v |= actc__mask_bit(e[j]) << j;
+        } else {
+            for (int j = 0; 8 * k + j < n; j++) v |= actc__mask_bit(ld<DT>(x, 8 * k + j)) << j;
+        }
         payload[k] = (uint8_t)v;
     }
 }
@@ -382,7 +516,13 @@ template <int DT> __global__ void mask_decode_k(const uint8_t *payload, size_t n
     THREAD_LOOP(k, (n + 7) / 8)
     {
         const unsigned v = payload[k];
-        for (int j = 0; j < 8 && 8 * k + j < n; j++) st<DT>(y, 8 * k + j, (float)((v >> j) & 1u));
+        if (8 * k + 8 <= n) {
+            float e[8];
+            for (int j = 0; j < 8; j++) e[j] = (float)((v >> j) & 1u);
+            st8<DT>(y, 8 * k, e);
+        } else {
+            for (int j = 0; 8 * k + j < n; j++) st<DT>(y, 8 * k + j, (float)((v >> j) & 1u));
+        }
     }
 }
 
@@ -412,14 +552,42 @@ template <int DT> __global__ void fp32_decode_k(const uint8_t *payload, size_t n
 
 extern "C" {
 
-int actc__cu_quant_encode(const void *x, int dt, const actc__cu_quant *q, uint8_t *payload, void *stream)
+int actc__cu_quant_encode(const void *x, int dt, const actc__cu_quant *q, const uint8_t *sample_bits,
+                          uint8_t *payload, void *stream)
 {
+    if (q->mixed) {
+        /* The widths go into the payload first, as the CPU writes them;
+         * the kernel reads them from there. */
+        uint8_t *dst = payload + q->N * q->gps * ACTC_QUANT_META;
+        for (size_t s0 = 0; s0 < q->N; s0 += ACTC_CU_WIDTHS) {
+            actc__cu_widths w;
+            w.n = q->N - s0 < ACTC_CU_WIDTHS ? q->N - s0 : ACTC_CU_WIDTHS;
+            for (size_t i = 0; i < w.n; i++)
+                w.b[i] = (uint8_t)actc__quant_clamp_bits(sample_bits ? sample_bits[s0 + i] : q->bits);
+            widths_k<<<1, THREADS, 0, (cudaStream_t)stream>>>(w, dst + s0);
+            const cudaError_t e = cudaGetLastError();
+            if (e != cudaSuccess) return (int)e;
+        }
+    }
     LAUNCH_DT(dt, quant_encode_k, warp_grid(q->N * q->gps), stream, x, *q, payload);
 }
 
 int actc__cu_quant_decode(const uint8_t *payload, const actc__cu_quant *q, void *y, int dt, void *stream)
 {
     LAUNCH_DT(dt, quant_decode_k, warp_grid(q->N * q->gps), stream, payload, *q, y);
+}
+
+static int range_groups(const void *x, int dt, size_t N, size_t D, size_t G, double *part, void *stream)
+{
+    LAUNCH_DT(dt, range_groups_k, warp_grid(N * ((D + G - 1) / G)), stream, x, N, D, G, part);
+}
+
+int actc__cu_range_sq(const void *x, int dt, size_t N, size_t D, size_t G, double *out, void *stream)
+{
+    const int e = range_groups(x, dt, N, D, G, out + N, stream);
+    if (e) return e;
+    range_fold_k<<<warp_grid(N), THREADS, 0, (cudaStream_t)stream>>>(out + N, N, (D + G - 1) / G, out);
+    return (int)cudaGetLastError();
 }
 
 int actc__cu_block4_encode(const void *x, int dt, const actc__cu_block4 *b, uint8_t *payload, void *stream)

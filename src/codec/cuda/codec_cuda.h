@@ -23,6 +23,14 @@ typedef struct {
     uint64_t key;
 } actc__cu_quant;
 
+/* Up to ACTC_CU_WIDTHS per-sample widths, passed by value to the kernel
+ * that writes them into a payload (a kernel's parameters: 4 KiB). */
+#define ACTC_CU_WIDTHS 2048
+typedef struct {
+    size_t n;
+    uint8_t b[ACTC_CU_WIDTHS];
+} actc__cu_widths;
+
 /* 4-bit block-wise: n elements in blocks of B (a power of two >= 32). */
 typedef struct {
     size_t n, B, nb;
@@ -49,8 +57,14 @@ actc__cu_block4 actc__cu_block4_of(const actc_codec_plan *plan);
 actc__cu_dyn8 actc__cu_dyn8_of(const actc_codec_plan *plan);
 actc__cu_division actc__cu_division_of(const actc_codec_plan *plan);
 
-int actc__cu_quant_encode(const void *x, int dt, const actc__cu_quant *q, uint8_t *payload, void *stream);
+/* With q->mixed, sample_bits (host memory, N widths; NULL: q->bits) go
+ * into the payload first. */
+int actc__cu_quant_encode(const void *x, int dt, const actc__cu_quant *q, const uint8_t *sample_bits,
+                          uint8_t *payload, void *stream);
 int actc__cu_quant_decode(const uint8_t *payload, const actc__cu_quant *q, void *y, int dt, void *stream);
+/* ActNN's per-sample ranges of x ([N, D], groups of G): out[0..N) the
+ * sums, out[N..N + N * ceil(D / G)) the groups' terms (scratch). */
+int actc__cu_range_sq(const void *x, int dt, size_t N, size_t D, size_t G, double *out, void *stream);
 int actc__cu_block4_encode(const void *x, int dt, const actc__cu_block4 *b, uint8_t *payload, void *stream);
 int actc__cu_block4_decode(const uint8_t *payload, const actc__cu_block4 *b, void *y, int dt, void *stream);
 int actc__cu_dyn8_encode(const void *x, int dt, const actc__cu_dyn8 *d, uint8_t *payload, void *stream);
