@@ -10,7 +10,7 @@ import ctypes
 
 import torch
 
-from ._lib import ActcError, CodecPlan, SaveQuery, check, lib, library_path, raise_last
+from ._lib import ROLE_LOSS_IN, ActcError, CodecPlan, SaveQuery, check, lib, library_path, raise_last
 
 _FLOAT_TYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 
@@ -150,7 +150,7 @@ class Planner:
         """(plan, sample_bits) for contiguous x (codec_input's); sample_bits is a
         ctypes array when the plan uses per-sample widths, else None.
         ranges: for a CUDA x under an observing policy, its per-sample
-        ranges on the host (sample_range_sq's, a sequence of floats);
+        ranges on the host (sample_range_sq's, float64, contiguous);
         computed here, waiting for the GPU, when not given."""
         shape = _shape_array(x.shape)
         q = SaveQuery()
@@ -164,17 +164,22 @@ class Planner:
             # The library reads values on the host only: ActNN (the
             # observing policies) gets their per-sample ranges instead.
             q.data = None
-            if self.observes:
+            if self.needs_ranges(role):
                 if ranges is None:
-                    ranges = sample_range_sq(x).cpu().tolist()
-                ranges = (ctypes.c_double * len(ranges))(*ranges)
-                q.sample_range_sq = ctypes.cast(ranges, ctypes.POINTER(ctypes.c_double))
+                    ranges = sample_range_sq(x).cpu()
+                q.sample_range_sq = ctypes.cast(ranges.data_ptr(), ctypes.POINTER(ctypes.c_double))
         else:
             q.data = x.data_ptr()
         p = CodecPlan()
         bits = (ctypes.c_uint8 * max(1, x.shape[0] if x.dim() else 1))()
         check(lib.actc_planner_plan(self._h, ctypes.byref(q), ctypes.byref(p), bits), f"policy {self.policy}")
         return p, (bits if p.sample_widths else None)
+
+    def needs_ranges(self, role):
+        """Whether planning a save of this role reads its values (per-sample
+        ranges for a device tensor): the observing policies' (ActNN's), but
+        not for the loss's saves, which they keep fp32."""
+        return self.observes and role.role != ROLE_LOSS_IN
 
     def observe(self, scope, indices, grad_sq):
         arr = (ctypes.c_int * max(1, len(indices)))(*indices)

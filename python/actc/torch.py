@@ -25,8 +25,9 @@ so this module checks ``_version`` itself and raises at unpack.
 
 Layer scopes are the dotted module names of ``model`` (forward hooks); with a
 model, saves made outside its modules (the loss, usually) are kept as the
-loss's saves are in actc (fp32 under quant, actnn and gact); the sample axis
-is dim 0.  Tested with torch 1.13 (Debian 12's python3-torch)."""
+loss's saves are in actc (fp32 under quant, actnn and gact: a float32,
+bfloat16 or float16 save planned fp32 is kept as it is, not copied); the
+sample axis is dim 0.  Tested with torch 1.13 (Debian 12's python3-torch)."""
 import collections
 import ctypes
 import math
@@ -83,7 +84,8 @@ class _Packed:
     """A save stored through a codec: the plan, the payload, and what
     unpack needs to give the tensor back and to check it.  A save whose
     plan waits for its ranges (compress's overlap) has `pending` set and
-    no payload yet."""
+    no payload yet; one planned fp32 has no plan and the tensor itself as
+    its payload."""
     __slots__ = ("plan", "payload", "shape", "dtype", "source", "version", "where", "pending", "__weakref__")
 
 
@@ -91,7 +93,7 @@ class _Pending:
     """A save queued until its per-sample ranges reach the host: the values
     to encode, the ranges' pinned copy and its event, the stream, what the
     planner is asked, and where its line of saved() goes."""
-    __slots__ = ("x", "xver", "ranges", "event", "stream", "scope", "index", "role", "step", "slot", "counted")
+    __slots__ = ("t", "x", "xver", "ranges", "event", "stream", "scope", "index", "role", "step", "slot", "counted")
 
 
 class compress:
@@ -369,12 +371,13 @@ class compress:
         indices.append(index)
         k = self._new_packed(t, None, None, scope)
         w = _Pending()
-        w.x, w.xver, w.scope, w.index, w.role, w.step = x, x._version, scope, index, role, self.step_count
+        w.t, w.x, w.xver, w.scope, w.index, w.role, w.step = t.detach(), x, x._version, scope, index, role, \
+            self.step_count
         w.ranges = w.event = w.stream = None
         w.counted, w.slot = self._counting, len(self._saves)
         if self._counting:
             self._saves.append(None)  # this save's line, filled when it is encoded
-        if self.planner.observes and self.overlap and (x.is_cuda or self._queue_host):
+        if self.planner.needs_ranges(role) and self.overlap and (x.is_cuda or self._queue_host):
             if x.is_cuda:
                 # The ranges on their way to the host; planned once there.
                 w.stream = torch.cuda.current_stream(x.device)
@@ -402,13 +405,20 @@ class compress:
         ranges = None
         if w.event is not None:
             w.event.synchronize()
-            ranges = w.ranges.tolist()
+            ranges = w.ranges
         p, bits = self.planner.plan(w.x, w.scope, w.index, w.role, w.step, ranges)
-        p.threads = self._threads()
-        k.plan = p
-        k.payload = encode_into(p, w.x, ctypes.cast(bits, ctypes.c_void_p) if bits is not None else None, w.stream)
+        if p.codec == b"fp32" and w.t.element_size() <= 4:
+            # The tensor itself (as a kept save) instead of a float32 copy:
+            # the same values, in no more bytes (float64 is narrowed).
+            k.payload, stored = w.t, w.t.numel() * w.t.element_size()
+        else:
+            p.threads = self._threads()
+            k.plan = p
+            k.payload = encode_into(p, w.x, ctypes.cast(bits, ctypes.c_void_p) if bits is not None else None,
+                                    w.stream)
+            stored = p.bytes
         if w.counted:
-            self._count(w.scope, p.codec.decode(), w.x, p.bytes, w.x.numel() * 4, slot=w.slot)
+            self._count(w.scope, p.codec.decode(), w.x, stored, w.x.numel() * 4, slot=w.slot)
 
     def _drain(self, keep=0):
         """Plan and encode the queued saves whose ranges have arrived, and
@@ -441,6 +451,10 @@ class compress:
         if k.payload is None or (src is not None and src._version != k.version):
             now = src._version if src is not None else "another"
             raise RuntimeError(self._changed_message(k.where, k.version, now))
+        if k.plan is None:  # planned fp32: kept as it is (its version is t's)
+            if k.payload._version != k.version:
+                raise RuntimeError(self._changed_message(k.where, k.version, k.payload._version))
+            return k.payload
         y = decode(k.plan, k.payload, torch.float32 if k.dtype == torch.bool else k.dtype)
         if k.shape != y.shape:
             y = y.view(k.shape)

@@ -176,6 +176,21 @@ def test_dtypes_views_and_dedup():
     assert [s[1:] for s in saves if s[0] == ""] == [("quant:8", (8, 16), 160)], saves  # x
 
 
+def test_fp32_plans_keep_the_tensor():
+    """A save planned fp32 (the loss's, outside the model) is kept as it is,
+    not copied: backward reads the very tensor; float64 is still narrowed
+    (previous test)."""
+    lin = nn.Linear(8, 8)
+    for policy in ["quant:4", "actnn:L3"]:
+        c = at.compress(policy, lin)
+        with c:
+            y = lin(torch.randn(4, 8, requires_grad=True))
+            s = y.sin()  # saves y, outside the model: planned fp32
+            assert s.grad_fn._saved_self.data_ptr() == y.data_ptr()
+            s.sum().backward()
+        assert ("(outside)", "fp32", (4, 8), 128) in c.saved(), c.saved()
+
+
 def test_bool_and_int_saves():
     torch.manual_seed(5)
     m = nn.Linear(8, 32)
