@@ -31,6 +31,7 @@ sample axis is dim 0.  Tested with torch 1.13 (Debian 12's python3-torch)."""
 import collections
 import ctypes
 import math
+import threading
 import weakref
 
 import torch
@@ -143,6 +144,7 @@ class compress:
         self.threads = threads
         self.overlap = overlap
         self._queue = collections.deque()  # _Packed saves waiting for their ranges, oldest first
+        self._lock = threading.Lock()
         self.step_count = 0
         self.stats = {}        # this step: scope -> {"saves", "stored", "fp32"}
         self.last_stats = {}   # the step before the last c.step()
@@ -396,8 +398,14 @@ class compress:
         return k
 
     def _finish(self, k, w):
-        """Plan and encode save k from what w kept of it."""
-        k.pending = None
+        """Plan and encode save k from what w kept of it (k.pending cleared
+        last: another thread's unpack of k waits in _drain until then)."""
+        try:
+            self._plan_encode(k, w)
+        finally:
+            k.pending = None
+
+    def _plan_encode(self, k, w):
         if w.x._version != w.xver:
             # Changed in place while it waited: what forward saved is gone,
             # and unpack says so (no payload).
@@ -424,9 +432,10 @@ class compress:
         """Plan and encode the queued saves whose ranges have arrived, and
         the oldest ones (waiting for theirs) until at most `keep` wait."""
         q = self._queue
-        while q and (len(q) > keep or (q[0].pending.event is not None and q[0].pending.event.query())):
-            k = q.popleft()
-            self._finish(k, k.pending)
+        with self._lock:  # backward may unpack on several threads (one per device)
+            while q and (len(q) > keep or (q[0].pending.event is not None and q[0].pending.event.query())):
+                k = q.popleft()
+                self._finish(k, k.pending)
 
     def _check_shape(self, scope, index, x):
         per_sample = tuple(x.shape[1:])

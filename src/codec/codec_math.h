@@ -178,13 +178,16 @@ ACTC_HD void actc__minmax_merge(float omn, float omx, float *mn, float *mx)
 
 /* ActNN's per-sample squared range (actc_quant_range_sq): a group's
  * (max - min)^2 in double (the difference of two huge floats may overflow
- * a float), 0 for a group of NaNs only.  A sample's groups are summed in
- * one order on the CPU and a CUDA warp alike, so the sums agree bit for
- * bit: group g into lane g % ACTC_QUANT_LANES in order, then lanes j and
- * j + w merged (lane j's sum first) for w = 16, 8, 4, 2, 1. */
+ * a float), 0 for a constant group or one of NaNs only.  A sample's groups
+ * are summed in one order on the CPU and a CUDA warp alike, so the sums
+ * agree bit for bit: group g into lane g % ACTC_QUANT_LANES in order, then
+ * lanes j and j + w merged (lane j's sum first) for w = 16, 8, 4, 2, 1. */
 ACTC_HD double actc__range_sq_term(float mn, float mx)
 {
-    return mn <= mx ? ((double)mx - mn) * ((double)mx - mn) : 0.0;
+    /* mn == mx gives 0 without subtracting: inf - inf (a group of one
+     * infinity and NaNs) would be a NaN whose bits differ between CPUs
+     * and GPUs. */
+    return mn < mx ? ((double)mx - mn) * ((double)mx - mn) : 0.0;
 }
 
 /* The seed of group gi (sample-major over the tensor) of the per-group

@@ -57,6 +57,11 @@ static void check(int ok, const char *fmt, const char *what)
     }
 }
 
+/* The setup's copies and memsets run on the legacy stream, which the
+ * tests' non-blocking stream does not wait for (and a pageable copy may
+ * return before its data lands): wait for them before queuing work. */
+static void settle(void) { CUDA_OK(cudaDeviceSynchronize()); }
+
 static uint16_t to_half(float f) { return actc__f32_to_f16(f); }
 static float from_half(uint16_t u) { return actc__f16_to_f32(u); }
 
@@ -109,6 +114,7 @@ static void identity(cudaStream_t stream)
                 CUDA_OK(cudaMemcpy(dx, dts[d] == ACTC_FLOAT32 ? (void *)wide : (void *)bits, n * esz,
                                    cudaMemcpyHostToDevice));
                 CUDA_OK(cudaMemset(dp, 0xA5, p.bytes + 16));
+                settle();
                 ACTC_OK(actc_cuda_encode(&p, dx, dts[d], sbits, dp, p.bytes, stream));
                 ACTC_OK(actc_cuda_decode(&p, dp, p.bytes, dy, dts[d], stream));
                 CUDA_OK(cudaStreamSynchronize(stream));
@@ -157,6 +163,7 @@ static void unbiased(cudaStream_t stream)
     CUDA_OK(cudaMalloc(&dx, n * 4));
     CUDA_OK(cudaMalloc(&dy, n * 4));
     CUDA_OK(cudaMemcpy(dx, x, n * 4, cudaMemcpyHostToDevice));
+    settle();
     double err[2] = {0, 0};
     const int Ks[2] = {16, 256};
     int k = 0;
@@ -230,6 +237,7 @@ static void throughput(cudaStream_t stream)
         float *h = make_input(1 << 20, IN_RANDOM);
         for (size_t off = 0; off < n; off += 1 << 20) CUDA_OK(cudaMemcpy((float *)dx + off, h, 4 << 20, cudaMemcpyHostToDevice));
         free(h);
+        settle();
         const float copy = time_ms(stream, 10, NULL, dx, dy, 0, n * 4);
         const double copy_bw = 2.0 * n * 4 / (copy * 1e-3) / 1e9;
         printf("     %zu MiB: device-to-device copy %.0f GB/s (read + write)\n", mib[s], copy_bw);
@@ -336,6 +344,7 @@ static void ranges(cudaStream_t stream)
                 CUDA_OK(cudaMalloc(&dout, len * sizeof(double)));
                 CUDA_OK(cudaMemcpy(dx, dts[d] == ACTC_FLOAT32 ? (void *)wide : (void *)bits, n * esz,
                                    cudaMemcpyHostToDevice));
+                settle();
                 ACTC_OK(actc_cuda_range_sq(dx, dts[d], N, D, dout, len, stream));
                 CUDA_OK(cudaStreamSynchronize(stream));
                 CUDA_OK(cudaMemcpy(gpu, dout, N * sizeof *gpu, cudaMemcpyDeviceToHost));
@@ -376,6 +385,7 @@ static void graph(cudaStream_t stream)
     CUDA_OK(cudaMalloc(&dp, p.bytes));
     CUDA_OK(cudaMalloc(&dr, len * sizeof(double)));
     CUDA_OK(cudaMemcpy(dx, x, n * 4, cudaMemcpyHostToDevice));
+    settle();
     cudaGraph_t g;
     cudaGraphExec_t ge;
     int ok = 1;
@@ -392,7 +402,7 @@ static void graph(cudaStream_t stream)
         memset(widths, 8, sizeof widths); /* captured by value: the graph keeps the old widths */
         CUDA_OK(cudaGraphInstantiateWithFlags(&ge, g, 0));
         for (int r = 0; r < 2; r++) {
-            CUDA_OK(cudaMemset(dp, 0, p.bytes));
+            CUDA_OK(cudaMemsetAsync(dp, 0, p.bytes, stream));
             CUDA_OK(cudaGraphLaunch(ge, stream));
             CUDA_OK(cudaStreamSynchronize(stream));
             CUDA_OK(cudaMemcpy(back, dp, p.bytes, cudaMemcpyDeviceToHost));
