@@ -6,8 +6,6 @@
 #include "cuda/codec_cuda.h"
 #include "../core/core.h"
 #include <cuda_runtime_api.h>
-#include <stdlib.h>
-#include <string.h>
 
 int actc_cuda_built(void) { return 1; }
 
