@@ -259,6 +259,19 @@ static int measured(actc_controller *c, actc_saved_info *t, int cap)
     return n;
 }
 
+/* A controller over net n's parameters under policy with options o; *ctx
+ * receives its context (the caller frees both). */
+static actc_controller *net_controller(net *n, const char *policy, const actc_controller_opts *o, actc_ctx **ctx)
+{
+    actc_tensor *p[2 * NET_MAX + 2];
+    const int np = net_params(n, p);
+    *ctx = actc_ctx_new();
+    assert_int_equal(actc_ctx_set_policy(*ctx, policy), ACTC_OK);
+    actc_controller *c = actc_controller_new(*ctx, p, np, o);
+    assert_non_null(c);
+    return c;
+}
+
 /* ---- the sensitive tensor gets the most bits ------------------------------------- */
 
 static void test_loss_input_is_most_sensitive(void **state)
@@ -274,14 +287,10 @@ static void test_loss_input_is_most_sensitive(void **state)
     n_head_scale = 16.0f;
     net_init(&n, 2, 64, 48, 10, 64, 5);
     n_head_scale = 1.5f;
-    actc_tensor *p[2 * NET_MAX + 2];
-    const int np = net_params(&n, p);
-    actc_ctx *ctx = actc_ctx_new();
-    assert_int_equal(actc_ctx_set_policy(ctx, "gact:2"), ACTC_OK);
     actc_controller_opts o = actc_controller_default_opts();
     o.estimate_samples = 0;
-    actc_controller *c = actc_controller_new(ctx, p, np, &o);
-    assert_non_null(c);
+    actc_ctx *ctx;
+    actc_controller *c = net_controller(&n, "gact:2", &o, &ctx);
     assert_int_equal(actc_ctx_step(ctx), 0);
     assert_int_equal(actc_controller_iterate(c, net_fwdbwd, &n), ACTC_OK);
     assert_true(actc_controller_adapted(c));
@@ -401,13 +410,10 @@ static void test_subbatch_ranks_like_full_batch(void **state)
     for (int run = 0; run < 2; run++) {
         net n;
         net_init(&n, 4, 48, 64, 10, 128, 31);
-        actc_tensor *p[2 * NET_MAX + 2];
-        const int np = net_params(&n, p);
-        actc_ctx *ctx = actc_ctx_new();
-        assert_int_equal(actc_ctx_set_policy(ctx, "gact:4"), ACTC_OK);
         actc_controller_opts o = actc_controller_default_opts();
         o.estimate_samples = run ? 8 : 0; /* GACT's default sub-batch vs the whole batch of 128 */
-        actc_controller *c = actc_controller_new(ctx, p, np, &o);
+        actc_ctx *ctx;
+        actc_controller *c = net_controller(&n, "gact:4", &o, &ctx);
         assert_int_equal(actc_controller_iterate(c, net_fwdbwd, &n), ACTC_OK);
         actc_saved_info t[16];
         nt = measured(c, t, 16);
@@ -436,14 +442,11 @@ static int alert_after(const char *policy, double fraction, double *comp, double
 {
     net n;
     net_init(&n, 2, 32, 32, 10, 32, 17);
-    actc_tensor *p[2 * NET_MAX + 2];
-    const int np = net_params(&n, p);
-    actc_ctx *ctx = actc_ctx_new();
-    assert_int_equal(actc_ctx_set_policy(ctx, policy), ACTC_OK);
     actc_controller_opts o = actc_controller_default_opts();
     o.alert_fraction = fraction;
     o.estimate_samples = 0;
-    actc_controller *c = actc_controller_new(ctx, p, np, &o);
+    actc_ctx *ctx;
+    actc_controller *c = net_controller(&n, policy, &o, &ctx);
     int alerts = 0;
     for (int it = 0; it < 20; it++) {
         /* A new batch each iteration, so the gradient has sampling variance. */
@@ -505,14 +508,10 @@ static void test_measure_schedule(void **state)
     /* The controller follows it: interval 64 measures at 0, 16, 32, 64. */
     net nt;
     net_init(&nt, 2, 16, 16, 10, 8, 23);
-    actc_tensor *p[2 * NET_MAX + 2];
-    const int np = net_params(&nt, p);
-    actc_ctx *ctx = actc_ctx_new();
-    assert_int_equal(actc_ctx_set_policy(ctx, "gact:4"), ACTC_OK);
     actc_controller_opts o = actc_controller_default_opts();
     o.adapt_interval = 64;
-    actc_controller *c = actc_controller_new(ctx, p, np, &o);
-    assert_non_null(c);
+    actc_ctx *ctx;
+    actc_controller *c = net_controller(&nt, "gact:4", &o, &ctx);
     const int want[] = {0, 16, 32, 64};
     n = 0;
     for (int it = 0; it <= 70; it++) {
