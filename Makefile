@@ -4,7 +4,7 @@
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 JOBS       ?= 2
-DEPS = cmake gcc make pkg-config libopenblas-openmp-dev libcmocka-dev zlib1g-dev libdnnl-dev libjemalloc-dev \
+DEPS = cmake gcc g++ make pkg-config libopenblas-openmp-dev libcmocka-dev zlib1g-dev libdnnl-dev libjemalloc-dev \
        dataset-fashion-mnist valgrind bible-kjv clang libclang-rt-14-dev libomp-dev openmpi-bin libopenmpi-dev \
        gnuplot-nox python3 python3-torch python3-pytest
 FUZZ_BUILD ?= build-fuzz

@@ -27,7 +27,7 @@ if [ -f "$BUILD" ] && [ "${BUILD%.tar.xz}" != "$BUILD" ]; then
     export LD_LIBRARY_PATH="$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
-    echo "no GPU: the CUDA codecs' GPU checks are skipped"
+    echo "no GPU: the CUDA codecs' GPU checks are skipped (ctest's gpu_codecs_emu runs the kernels on CUDA emulated on the CPU)"
     exit 0
 fi
 nvidia-smi -L

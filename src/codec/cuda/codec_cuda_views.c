@@ -1,7 +1,7 @@
 /* The CUDA kernels' views of a plan (codec_cuda.h): the layouts of
  * codec_quant.c, codec_block4.c and codec_dyn8.c as plain numbers and
- * tables.  Plain C, built with or without CUDA, so the CPU test that replays
- * the kernels' work (tests/test_codec_cuda.c) reads the same views. */
+ * tables.  Plain C, built with or without CUDA (the CPU emulation of the
+ * kernels, tests/gpu/emu, reads them from the library). */
 #include "codec_cuda.h"
 #include "../codec.h"
 #include <string.h>

@@ -1,6 +1,6 @@
 /* DIVISION's codec in units a CUDA block of threads distributes over one
- * plane (codec_cuda.cu), which the CPU test replays in the same
- * distribution (tests/test_codec_cuda.c).  codec_division.c computes the
+ * plane (codec_cuda.cu; run without a GPU on the CPU emulation,
+ * tests/gpu/emu, by gpu_codecs_emu).  codec_division.c computes the
  * same payload with vectorised loops; what decides its bits is the order of
  * its float sums and of its min/max merges, which differs between its
  * paths, so each unit reproduces its path's order:
