@@ -484,11 +484,13 @@ ACTC_API actc_status actc_codec_decode_rows(const actc_codec_plan *plan, const v
  * allocated on the device; sample_bits (host memory, quant only) go into
  * the payload by value (a kernel's parameters: the host buffer may be
  * reused when the call returns, no copy from pageable memory, safe to
- * capture in a CUDA graph).  The payload buffer is 16-byte aligned,
+ * capture in a CUDA graph, in any capture mode: the calls' own checks
+ * run relaxed).  The payload buffer is 16-byte aligned,
  * the tensor aligned to its element size.  Errors, with nothing queued:
  * ACTC_ERR_INVALID for a plan not from actc_codec_plan_make, a codec
  * without kernels, an unknown dtype, a host pointer, a misaligned or short
- * buffer, other widths than the plan's, or a stream of another device;
+ * buffer, a tensor overlapping the payload, other widths than the plan's,
+ * or a stream of another device;
  * ACTC_ERR_DEVICE with CUDA's message when the runtime fails (no device,
  * a launch refused); ACTC_ERR_STATE when the library was built without
  * CUDA. */

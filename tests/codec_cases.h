@@ -5,7 +5,21 @@
 #define ACTC_TEST_CODEC_CASES_H
 #include "actc.h"
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
+
+/* The NaNs of the "NaN and inf" input, in turn: the default quiet NaN,
+ * its negative, quiet ones with payloads, a signalling one.  A GPU's
+ * arithmetic makes one canonical NaN whatever its operands, x86 keeps an
+ * operand's: no payload may depend on which. */
+static const uint32_t NAN_BITS[5] = {0x7FC00000u, 0xFFC00000u, 0x7FC12345u, 0xFFE00001u, 0x7F800001u};
+static float nan_kind(size_t i)
+{
+    float f;
+    memcpy(&f, &NAN_BITS[i % 5], sizeof f);
+    return f;
+}
 
 enum { IN_RANDOM, IN_ZEROS, IN_CONSTANT, IN_HUGE, IN_NONFINITE, IN_SIGNED_ZEROS, IN_ONLY_ZEROS, IN_TINY, N_INPUTS };
 static const char *const INPUT_NAMES[N_INPUTS] = {"random", "zeros", "constant groups", "huge ranges",
@@ -22,7 +36,9 @@ static float *make_input(size_t n, int kind)
         case IN_ZEROS: x[i] = 0.0f; break;
         case IN_CONSTANT: x[i] = 1.5f + (float)(i / 300); break;
         case IN_HUGE: x[i] = i % 5 == 0 ? u * 3.0e38f : i % 5 == 1 ? u * 1e-30f : u; break;
-        case IN_NONFINITE: x[i] = i % 11 == 3 ? NAN : i % 17 == 5 ? INFINITY : i % 19 == 7 ? -INFINITY : u; break;
+        case IN_NONFINITE:
+            x[i] = i % 11 == 3 ? nan_kind(i / 11) : i % 17 == 5 ? INFINITY : i % 19 == 7 ? -INFINITY : u;
+            break;
         case IN_SIGNED_ZEROS: x[i] = i % 3 == 0 ? 0.0f : i % 3 == 1 ? -0.0f : fabsf(u) * (i % 64 < 32); break;
         case IN_ONLY_ZEROS: x[i] = (i / 3 + i / 37) % 2 ? -0.0f : 0.0f; break;
         case IN_TINY: x[i] = u * 1e-40f; break;

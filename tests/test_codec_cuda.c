@@ -7,6 +7,7 @@
  * (gpu_codecs_emu, tests/gpu/emu), against the CPU codecs' bytes. */
 #include "testutil.h"
 #include "codec/codec.h"
+#include "codec_cases.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,56 @@ static void test_range_sq_edges(void **state)
     assert_true(r[0] == 144.0 && r[1] == 144.0 + 144.0);
     assert_int_equal(actc_cuda_range_sq_len(8, 256 * 40 + 17), 8 + 8 * 41);
     assert_int_equal(actc_cuda_range_sq_len(0, 100), 0);
+}
+
+/* No payload depends on a NaN's payload bits, nor on the sign of a NaN the
+ * arithmetic made (hostdev.h: a GPU's arithmetic makes one canonical +NaN,
+ * x86 keeps an operand's or makes -NaN of inf - inf): every codec case but
+ * fp32 (which copies the input's bits, on both sides) encodes the "NaN and
+ * inf" input, whose NaNs are of five kinds, to the bytes it gives with
+ * every NaN the default one of the same sign (an input NaN's sign is the
+ * input's: the quantizer's code and FP4's sign bit follow it on both
+ * sides); a block mean of inf - inf is 0x7FC00000 and its residuals code B
+ * whatever the CPU's default NaN; a decoded NaN is 0x7FC00000; the
+ * conversions take any NaN alike. */
+static void test_nan_bits_reach_no_payload(void **state)
+{
+    (void)state;
+    for (size_t c = 0; c < sizeof CASES / sizeof CASES[0]; c++) {
+        if (strcmp(CASES[c].spec, "fp32") == 0) continue;
+        uint8_t widths[16];
+        for (int s = 0; s < 16; s++) widths[s] = (uint8_t)(1 + (s * 3) % 8);
+        const uint8_t *sbits = CASES[c].mixed ? widths : NULL;
+        actc_codec_plan p;
+        assert_int_equal(actc_codec_plan_make(CASES[c].spec, CASES[c].ndim, CASES[c].shape, 7, sbits, &p), ACTC_OK);
+        const size_t n = p.numel;
+        float *x = make_input(n, IN_NONFINITE), *plain = malloc(n * sizeof *plain), *y = malloc(n * sizeof *y);
+        uint8_t *a = malloc(p.bytes), *b = malloc(p.bytes);
+        assert_true(plain && y && a && b);
+        for (size_t i = 0; i < n; i++) plain[i] = isnan(x[i]) ? copysignf(NAN, x[i]) : x[i];
+        assert_int_equal(actc_codec_encode(&p, x, sbits, a, p.bytes), ACTC_OK);
+        assert_int_equal(actc_codec_encode(&p, plain, sbits, b, p.bytes), ACTC_OK);
+        if (memcmp(a, b, p.bytes) != 0) {
+            size_t i = 0;
+            while (a[i] == b[i]) i++;
+            fail_msg("%s: payload byte %zu differs with NaNs of other signs or payloads (%#x, %#x)", p.codec, i, a[i],
+                     b[i]);
+        }
+        assert_int_equal(actc_codec_decode(&p, a, p.bytes, y), ACTC_OK);
+        for (size_t i = 0; i < n; i++)
+            if (isnan(y[i]) && actc__float_bits(y[i]) != 0x7FC00000u)
+                fail_msg("%s: decoded element %zu is the NaN %#x", p.codec, i, actc__float_bits(y[i]));
+        free(x), free(plain), free(y), free(a), free(b);
+    }
+    for (size_t k = 0; k < 5; k++) {
+        const float f = nan_kind(k);
+        assert_int_equal(actc__f32_to_bf16(f), 0x7FC0);
+        assert_int_equal(actc__f32_to_f16(f), 0x7E00);
+    }
+    const float d = actc__div_scaled(INFINITY, INFINITY, 0.0f, 1.0f);
+    assert_int_equal(actc__float_bits(d), 0x7FC00000u);
+    assert_int_equal(actc__quant_round_code(d, 1, 3, (int32_t)actc__float_bits(3.0f)), 3);
+    assert_int_equal(actc__float_bits(actc__div_value(1, 0.0f, 1.0f, NAN)), 0x7FC00000u);
 }
 
 /* The binary search of the GPU against the CPU's bucket table, on and
@@ -102,7 +153,7 @@ static void test_entry_points_refuse(void **state)
 {
     (void)state;
     const int shape[2] = {4, 64};
-    float x[256] = {0};
+    _Alignas(16) float x[256] = {0};
     _Alignas(16) uint8_t buf[512];
     memset(buf, 0xA5, sizeof buf);
     actc_codec_plan p, div;
@@ -142,6 +193,10 @@ static void test_entry_points_refuse(void **state)
                    "dtype 7", buf, sizeof buf);
     expect_refused(actc_cuda_encode(&p, x, ACTC_FLOAT32, NULL, buf + 1, sizeof buf - 1, NULL), ACTC_ERR_INVALID,
                    "misaligned", buf, sizeof buf);
+    expect_refused(actc_cuda_encode(&p, x, ACTC_FLOAT32, NULL, (uint8_t *)x + 512, p.bytes, NULL), ACTC_ERR_INVALID,
+                   "overlap", buf, sizeof buf);
+    expect_refused(actc_cuda_range_sq(x, ACTC_FLOAT32, 4, 64, (double *)(x + 8), 64, NULL), ACTC_ERR_INVALID,
+                   "overlap", buf, sizeof buf);
     const uint8_t widths[4] = {2, 2, 2, 2};
     const actc_status st = actc_cuda_encode(&p, x, ACTC_FLOAT32, widths, buf, sizeof buf, NULL);
     assert_int_not_equal(st, ACTC_OK);
@@ -161,6 +216,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_range_sq_edges),
+        cmocka_unit_test(test_nan_bits_reach_no_payload),
         cmocka_unit_test(test_dyn8_search_matches_buckets),
         cmocka_unit_test(test_half_conversions),
         cmocka_unit_test(test_entry_points_refuse),

@@ -70,6 +70,37 @@ static int stream_device(void *stream, const char *fn)
     return dev;
 }
 
+/* The device the tensor, the other buffer and the stream are all on, or -1
+ * with the error set (host memory, another device).  The queries run in
+ * relaxed capture mode and the caller's mode is restored: some CUDA
+ * versions refuse a stream's or a pointer's device to a thread capturing a
+ * CUDA graph in global mode (torch.cuda.graph's default), which would
+ * invalidate the caller's capture. */
+static int common_device(const char *fn, const char *codec, const char *advice, const void *tensor,
+                         const char *other_name, const void *other, void *stream)
+{
+    enum cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    const int sd = stream_device(stream, fn);
+    const int td = sd < 0 ? -1 : device_of(tensor, fn, "tensor", codec, advice);
+    const int od = td < 0 ? -1 : device_of(other, fn, other_name, codec, advice);
+    cudaThreadExchangeStreamCaptureMode(&mode);
+    if (od < 0) return -1;
+    if (td != sd || od != sd) {
+        actc_set_error(ACTC_ERR_INVALID, "%s (%s): the tensor is on device %d, the %s on %d, the stream on %d", fn,
+                       codec, td, other_name, od, sd);
+        return -1;
+    }
+    return sd;
+}
+
+/* [a, a + na) and [b, b + nb) share a byte: the kernels read the tensor
+ * through __restrict__ pointers, so it may not overlap their output. */
+static int overlap(const void *a, size_t na, const void *b, size_t nb)
+{
+    return (uintptr_t)a < (uintptr_t)b + nb && (uintptr_t)b < (uintptr_t)a + na;
+}
+
 /* Which kernels the plan's codec has (0: none). */
 enum { K_NONE, K_FP32, K_BF16, K_MASK, K_QUANT, K_BLOCK4, K_DYN8, K_DIVISION };
 static int kernels_of(const actc_codec *c, const actc_codec_plan *plan)
@@ -114,17 +145,13 @@ static int check_call(const char *fn, const actc_codec_plan *plan, const void *t
                        plan->codec, tensor, dtype_size(dt), payload);
         return K_NONE;
     }
-    const int sd = stream_device(stream, fn);
-    if (sd < 0) return K_NONE;
-    const int td = device_of(tensor, fn, "tensor", plan->codec, CODEC_ADVICE);
-    if (td < 0) return K_NONE;
-    const int pd = device_of(payload, fn, "payload", plan->codec, CODEC_ADVICE);
-    if (pd < 0) return K_NONE;
-    if (td != sd || pd != sd) {
-        actc_set_error(ACTC_ERR_INVALID, "%s (%s): the tensor is on device %d, the payload on %d, the stream on %d", fn,
-                       plan->codec, td, pd, sd);
+    if (overlap(tensor, plan->numel * dtype_size(dt), payload, plan->bytes)) {
+        actc_set_error(ACTC_ERR_INVALID, "%s (%s): the tensor (%p) and the payload (%p) overlap", fn, plan->codec,
+                       tensor, payload);
         return K_NONE;
     }
+    const int sd = common_device(fn, plan->codec, CODEC_ADVICE, tensor, "payload", payload, stream);
+    if (sd < 0) return K_NONE;
     *device = sd;
     return k;
 }
@@ -235,15 +262,10 @@ actc_status actc_cuda_range_sq(const void *x, actc_dtype dtype, int N, size_t D,
         return actc_set_error(ACTC_ERR_INVALID,
                               "%s: misaligned buffer (tensor at %p needs %zu-byte alignment, output at %p 8-byte)", fn,
                               x, dtype_size(dtype), (void *)out);
-    const int sd = stream_device(stream, fn);
+    if (overlap(x, (size_t)N * D * dtype_size(dtype), out, need * sizeof(double)))
+        return actc_set_error(ACTC_ERR_INVALID, "%s: the tensor (%p) and the output (%p) overlap", fn, x, (void *)out);
+    const int sd = common_device(fn, "ranges", RANGES_ADVICE, x, "output", out, stream);
     if (sd < 0) return actc_last_status();
-    const int td = device_of(x, fn, "tensor", "ranges", RANGES_ADVICE);
-    if (td < 0) return actc_last_status();
-    const int od = device_of(out, fn, "output", "ranges", RANGES_ADVICE);
-    if (od < 0) return actc_last_status();
-    if (td != sd || od != sd)
-        return actc_set_error(ACTC_ERR_INVALID, "%s: the tensor is on device %d, the output on %d, the stream on %d",
-                              fn, td, od, sd);
     ON_DEVICE(fn, sd, actc__cu_range_sq(x, (int)dtype, (size_t)N, D, ACTC_QUANT_GROUP, out, stream));
     return ACTC_OK;
 }

@@ -161,7 +161,7 @@ static void pool_plane(const dview *v, const float *x, uint16_t *lfc)
  * its block's stored LFC value (lfc NULL: zeros).  Encode (src set): out[t]
  * = src[m] - lfc, the residual.  Decode (src NULL): dst[m] = out[t] + lfc.
  * Plane element m is at [(m - xoff) * stride] of src / dst: they point at
- * element xoff of the plane. */
+ * element xoff of the plane.  A NaN residual is 0x7FC00000 (actc__div_diff). */
 static void walk(const dview *v, const float *src, float *dst, size_t xoff, const uint16_t *lfc, size_t m0,
                  size_t len, float *out)
 {
@@ -176,7 +176,7 @@ static void walk(const dview *v, const float *src, float *dst, size_t xoff, cons
             const float l = lr ? actc__bf16_to_f32(lr[k / b2]) : 0.0f;
             float *o = out + t - k;
             if (src)
-                for (size_t kk = k; kk < kend; kk++) o[kk] = src[(rb + kk) * st] - l;
+                for (size_t kk = k; kk < kend; kk++) o[kk] = actc__div_diff(src[(rb + kk) * st], l);
             else
                 for (size_t kk = k; kk < kend; kk++) dst[(rb + kk) * st] = o[kk] + l;
             t += kend - k;

@@ -112,7 +112,8 @@ ACTC_HD actc__qparams actc__quant_params_of(const uint8_t meta[ACTC_QUANT_META],
  * against a constant under the default -ftrapping-math, and the loop would
  * not vectorise.  As signed integers, the bit patterns of non-negative floats
  * are ordered like the values, and negative floats (and -NaN) are negative,
- * so they clamp to 0; a +NaN clamps to B.  top = the bits of (float)B. */
+ * so they clamp to 0; a +NaN clamps to B.  top = the bits of (float)B.  (A
+ * NaN's sign: see actc__quant_chunk_pack.) */
 ACTC_HD uint8_t actc__quant_round_code(float u, uint32_t h, int32_t B, int32_t top)
 {
     int32_t ub = (int32_t)actc__float_bits(u);
@@ -201,14 +202,22 @@ ACTC_HD uint32_t actc__quant_group_seed(uint64_t key, uint64_t gi)
 /* One chunk of a run (elements i0 .. i0 + m - 1, m <= 8, i0 a multiple of
  * 8): the m codes packed at b bits, code k at bit k*b, the rest zero; the
  * chunk's bytes are the low actc__quant_run_bytes(m, b) bytes, little
- * endian.  What the CPU's tile loops compute for those elements. */
+ * endian.  What the CPU's tile loops compute for those elements.
+ *
+ * The CUDA kernels' path.  (x - Z) * S is a NaN only where x is one (Z and
+ * S are finite, and S = 0 only for a group without infinities), and a
+ * CPU's arithmetic returns that NaN, sign included, where a GPU's returns
+ * its one canonical +NaN (hostdev.h): so a NaN is taken with x's own sign,
+ * which decides its code (0 or B), as on the CPU.  The CPU's vectorised
+ * loops need no such step. */
 ACTC_HD uint64_t actc__quant_chunk_pack(const float v[8], int m, actc__qparams p, uint32_t seed, uint32_t i0)
 {
     const int32_t B = (1 << p.bits) - 1, top = (int32_t)actc__float_bits((float)B);
     uint64_t w = 0;
-    for (int k = 0; k < m; k++)
-        w |= (uint64_t)actc__quant_round_code(actc__quant_scaled(v[k], p.z, p.scale), seed + i0 + (uint32_t)k, B, top)
-             << (8 * k);
+    for (int k = 0; k < m; k++) {
+        const float u = actc__quant_scaled(v[k], p.z, p.scale);
+        w |= (uint64_t)actc__quant_round_code(u == u ? u : v[k], seed + i0 + (uint32_t)k, B, top) << (8 * k);
+    }
     return actc__squeeze8(w, p.bits);
 }
 /* The inverse: the m values of a chunk from its packed word. */
@@ -365,8 +374,21 @@ typedef struct {
 #define ACTC_DIV_TAG 0x44495653ULL /* "DIVS" */
 ACTC_HD uint32_t actc__div_seed(uint64_t key) { return (uint32_t)actc__rng_key(key, 0, ACTC_DIV_TAG); }
 
-/* An element's residual against its block's stored mean l, scaled for the
- * quantizer (z = Z, c = B / R), and the decoded value (c = R / B). */
-ACTC_HD float actc__div_scaled(float x, float l, float z, float c) { return ((x - l) - z) * c; }
-ACTC_HD float actc__div_value(unsigned q, float z, float c, float l) { return (z + (float)q * c) + l; }
+/* An element's residual against its block's stored mean l; a NaN (x or l
+ * one, or inf - inf) as the quiet NaN 0x7FC00000, whose code is B: which
+ * NaN the subtraction returns differs between a GPU (one canonical +NaN),
+ * x86 (the operand's, or -NaN for inf - inf) and ARM (+NaN for inf - inf). */
+ACTC_HD float actc__div_diff(float x, float l)
+{
+    const float d = x - l;
+    return d == d ? d : actc__bits_float(0x7FC00000u);
+}
+/* The residual scaled for the quantizer (z = Z, c = B / R), and the decoded
+ * value (c = R / B), a NaN (a block mean that is one) as 0x7FC00000. */
+ACTC_HD float actc__div_scaled(float x, float l, float z, float c) { return (actc__div_diff(x, l) - z) * c; }
+ACTC_HD float actc__div_value(unsigned q, float z, float c, float l)
+{
+    const float v = (z + (float)q * c) + l;
+    return v == v ? v : actc__bits_float(0x7FC00000u);
+}
 #endif

@@ -30,11 +30,17 @@ ACTC_HD float actc__bits_float(uint32_t u)
     return f;
 }
 
-/* bf16 conversion with round-to-nearest-even (NaN kept quiet). */
+/* A NaN's sign and payload are not the same on the two sides of the CUDA
+ * codecs: a GPU's float arithmetic returns one canonical NaN (0x7FFFFFFF)
+ * whatever its operands, x86 keeps an operand's NaN or makes 0xFFC00000
+ * (inf - inf).  So no conversion below lets them through: every NaN
+ * becomes its format's one quiet NaN. */
+
+/* bf16 conversion with round-to-nearest-even; any NaN is 0x7FC0. */
 ACTC_HD uint16_t actc__f32_to_bf16(float f)
 {
     const uint32_t u = actc__float_bits(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7FC0u;
     const uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);
     return (uint16_t)((u + rounding) >> 16);
 }
@@ -42,12 +48,12 @@ ACTC_HD float actc__bf16_to_f32(uint16_t h) { return actc__bits_float((uint32_t)
 
 /* IEEE half precision, in integers (the CUDA codecs' float16 tensors, so
  * no compiler's or device's own conversion decides a bit): to half with
- * round-to-nearest-even (overflow to inf, NaN kept quiet with its top
- * payload bits), and back exactly. */
+ * round-to-nearest-even (overflow to inf, any NaN 0x7E00), and back
+ * exactly. */
 ACTC_HD uint16_t actc__f32_to_f16(float f)
 {
     const uint32_t x = actc__float_bits(f), sign = (x >> 16) & 0x8000u, ax = x & 0x7FFFFFFFu;
-    if (ax > 0x7F800000u) return (uint16_t)(sign | 0x7E00u | ((ax >> 13) & 0x3FFu));
+    if (ax > 0x7F800000u) return 0x7E00u;
     if (ax >= 0x477FF000u) return (uint16_t)(sign | 0x7C00u); /* >= 65520: rounds to inf */
     if (ax >= 0x38800000u) {                                   /* a normal half */
         const uint32_t r = ax + 0xFFFu + ((ax >> 13) & 1u);

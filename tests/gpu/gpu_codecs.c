@@ -11,7 +11,7 @@
  *   3. throughput of every encode and decode kernel on 64 MiB and 256 MiB of
  *      float32 against a device-to-device copy of the input (both counting
  *      bytes read and written; at least 40% asked);
- *   4. bad input: a host pointer, a misaligned or short payload, a stream of
+ *   4. bad input: a host pointer, a misaligned, short or overlapping payload, a stream of
  *      another device: refused with nothing written;
  *   5. ActNN's per-sample ranges (actc_cuda_range_sq) bit for bit the
  *      planner's from the same values on the host;
@@ -279,7 +279,7 @@ static void bad_input(cudaStream_t stream)
     struct {
         const char *what, *needle;
         actc_status st;
-    } r[4];
+    } r[5];
     r[0].what = "host tensor", r[0].needle = "not device memory";
     r[0].st = actc_cuda_encode(&p, host, ACTC_FLOAT32, NULL, dp, p.bytes, stream);
     r[1].what = "misaligned payload", r[1].needle = "misaligned";
@@ -288,13 +288,15 @@ static void bad_input(cudaStream_t stream)
     r[2].st = actc_cuda_encode(&p, dx, ACTC_FLOAT32, NULL, dp, p.bytes - 1, stream);
     r[3].what = "host payload", r[3].needle = "not device memory";
     r[3].st = actc_cuda_encode(&p, dx, ACTC_FLOAT32, NULL, host, sizeof host, stream);
+    r[4].what = "payload overlapping the tensor", r[4].needle = "overlap";
+    r[4].st = actc_cuda_encode(&p, dx, ACTC_FLOAT32, NULL, dx, p.bytes, stream);
     double *dr;
     CUDA_OK(cudaMalloc((void **)&dr, 64 * sizeof *dr));
     const actc_status rs = actc_cuda_range_sq(host, ACTC_FLOAT32, 4, 256, dr, 64, stream);
     g_failed += rs != ACTC_ERR_INVALID;
     printf("%s bad input: ranges of a host tensor refused\n", rs == ACTC_ERR_INVALID ? "ok  " : "FAIL");
     cudaFree(dr);
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         const int ok = r[i].st == ACTC_ERR_INVALID;
         g_failed += !ok;
         printf("%s bad input: %s refused (%s)\n", ok ? "ok  " : "FAIL", r[i].what,

@@ -459,7 +459,10 @@ static __global__ void division_encode_k(const void *__restrict__ x, int dt, act
                     pc[c * (size_t)v->q + k] = (uint8_t)(w >> (8 * k));
             }
         }
-        __syncthreads(); /* s_mn, s_range: the next plane's */
+        /* No barrier before the next plane: its writes of s_mn come after
+         * the barrier above, which thread 0 passed once it had read them,
+         * and its s_range after the next plane's first barrier, which every
+         * thread reaches once it has read this plane's. */
     }
 }
 

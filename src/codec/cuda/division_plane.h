@@ -143,7 +143,7 @@ ACTC_HD size_t actc__div_tiles(const actc__div_view *v) { return (v->M + ACTC_DI
 ACTC_HD float actc__div_residual(const actc__div_view *v, const void *x, int dt, size_t base, const uint16_t *pl,
                                  size_t m)
 {
-    return actc__div_elem(v, x, dt, base, m) - actc__div_mean_of(v, pl, m);
+    return actc__div_diff(actc__div_elem(v, x, dt, base, m), actc__div_mean_of(v, pl, m));
 }
 
 /* Chunk c (elements 8c .. 8c + 7) of plane p: its codes packed (the low

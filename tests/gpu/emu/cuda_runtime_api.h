@@ -9,13 +9,17 @@
  * emu_device.h) run in ctest on every build, the sanitizer one included:
  * gpu_codecs_emu compares their payloads with the CPU codecs' byte for byte.
  * What it checks besides the values (emu.cpp says how): a kernel given a
- * host pointer, a launch on the legacy stream or a stream of another device,
- * an invalid launch configuration, a shuffle or barrier some threads do not
- * reach, a kernel's write past its buffer, a call that a CUDA graph capture
- * forbids.  What it cannot see: speed, memory coalescing, races between
- * threads (it runs them one after another), the device's own float
- * rounding (the same compiler rounds both sides here; -fmad=false and the
- * shared arithmetic are what make the GPU agree).
+ * host pointer, a launch on a stream of another device, an invalid launch
+ * configuration, a shuffle or barrier some threads do not reach, a
+ * kernel's write past its buffer, a call that a CUDA graph capture may
+ * refuse.  What it cannot see: speed, memory coalescing, races between
+ * threads (it runs them one after another, in either order) and a missing
+ * synchronisation (streams run their work at once), the device's own float
+ * arithmetic: its rounding (the same compiler rounds both sides here;
+ * -fmad=false and the shared arithmetic are what make the GPU agree) and
+ * its NaNs (a GPU's arithmetic makes one canonical NaN, x86 keeps an
+ * operand's: no payload may depend on a NaN's bits, which
+ * tests/test_codec_cuda checks on the CPU).
  *
  * Devices: ACTC_CUDA_EMU_DEVICES (default 2, so that a stream of another
  * device can be tried). */
@@ -35,6 +39,7 @@ enum cudaError {
     cudaErrorNoDevice = 100,
     cudaErrorInvalidDevice = 101,
     cudaErrorInvalidResourceHandle = 400,
+    cudaErrorIllegalState = 401,
     cudaErrorIllegalAddress = 700,
     cudaErrorLaunchFailure = 719,
     cudaErrorStreamCaptureUnsupported = 900,
@@ -112,6 +117,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s);
 cudaError_t cudaEventSynchronize(cudaEvent_t e);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b);
 
+cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode);
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode);
 cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g);
 cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *ge, cudaGraph_t g, unsigned long long flags);

@@ -8,28 +8,41 @@
  * leave alone.  Under AddressSanitizer it is plain malloc'd memory, which
  * ASan guards to the byte.
  *
- * Streams run their work at once, in order; a stream being captured
- * records it into the graph instead, and a graph launch runs the records.
+ * Streams run their work at once, in order (so a missing synchronisation
+ * goes unseen); a stream being captured records it into the graph instead,
+ * and a graph launch runs the records.  During a capture the calls CUDA
+ * may refuse are refused (stricter than some CUDA versions: a stream's or
+ * a pointer's device too, unless the thread has relaxed its capture mode
+ * with cudaThreadExchangeStreamCaptureMode; an asynchronous copy to or
+ * from host memory, all of which is pageable here), and the capture is
+ * invalidated, as CUDA does.
  *
  * Kernels: the grid's blocks run one after another (last first: no block
  * may rely on another's order); a block's threads are fibers (below: a
  * stack each, switched by a few instructions on x86-64, by ucontext
- * elsewhere), each run until it finishes or waits at a shuffle or a barrier.  A warp's
+ * elsewhere), each run until it finishes or waits at a shuffle or a barrier,
+ * thread 0 first, or with ACTC_CUDA_EMU_ORDER=reverse the last thread first
+ * (then a read of shared memory before the barrier after thread 0's write
+ * sees the previous block's values, or zeros in the first block: shared
+ * memory is one static copy per kernel, not reset between blocks).  A warp's
  * shuffle completes once its 32 lanes wait at the same one; a barrier once
  * every thread of the block waits at the same one.  Anything else (lanes
  * at different shuffles, a shuffle or barrier some threads have left) is a
  * hang or undefined on a GPU, and a fatal error here; so are a host pointer
  * or another device's memory given to a kernel, and a write past a buffer.
  * Fatal errors print what happened and where the kernel was launched, and
- * abort: on a GPU they would be a fault that ends the context. */
+ * abort: on a GPU they would be a fault that ends the context.
+ *
+ * One host thread: the tables have no lock, and a call from a second
+ * thread is a fatal error. */
 #include "cuda_runtime.h"
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
-#include <mutex>
 #include <set>
+#include <thread>
 #include <sys/mman.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -48,7 +61,7 @@
 
 struct actc_emu_stream {
     int device;
-    unsigned flags;
+    unsigned flags;      /* cudaStreamNonBlocking or not */
     cudaGraph_t capture; /* non-null while capturing */
     cudaStreamCaptureMode mode;
     bool invalidated;
@@ -57,12 +70,11 @@ struct actc_emu_event {
     double ms;
     bool recorded;
 };
+/* A graph and its instance: the captured work, in order. */
 struct actc_emu_graph {
     std::vector<std::function<void()>> nodes;
 };
-struct actc_emu_graph_exec {
-    std::vector<std::function<void()>> nodes;
-};
+struct actc_emu_graph_exec : actc_emu_graph {};
 
 namespace {
 
@@ -104,8 +116,14 @@ int device_count()
     return n;
 }
 thread_local int current_device = 0;
+/* The thread's capture mode (cudaThreadExchangeStreamCaptureMode). */
+thread_local cudaStreamCaptureMode thread_mode = cudaStreamCaptureModeGlobal;
 
-std::mutex mu; /* the tables below */
+void one_thread()
+{
+    static const std::thread::id first = std::this_thread::get_id();
+    if (std::this_thread::get_id() != first) fatal("a call from a second host thread (the emulator takes one)");
+}
 
 /* ---- device memory ------------------------------------------------------ */
 
@@ -123,7 +141,7 @@ const unsigned char CANARY = 0xEE, FRESH = 0xA7;
  * end is a valid kernel argument), or null. */
 const allocation *find(const void *p)
 {
-    std::lock_guard<std::mutex> lock(mu);
+    one_thread();
     auto it = allocations.upper_bound((uintptr_t)p);
     if (it == allocations.begin()) return nullptr;
     --it;
@@ -149,33 +167,37 @@ void check_canary(const allocation &a, const char *what)
 
 std::set<cudaStream_t> streams;
 
-bool capturing_any()
-{
-    std::lock_guard<std::mutex> lock(mu);
-    for (cudaStream_t s : streams)
-        if (s->capture) return true;
-    return false;
-}
-
 void invalidate_captures()
 {
-    std::lock_guard<std::mutex> lock(mu);
     for (cudaStream_t s : streams)
         if (s->capture) s->invalidated = true;
 }
 
-/* A call a global-mode capture forbids (one that may synchronise or
- * allocate): refused, and the capture invalidated, as CUDA does. */
+/* A call CUDA may refuse during a capture (one that may synchronise,
+ * allocate, or that some versions refuse): refused, and the capture
+ * invalidated, unless this thread relaxed its mode or every capture began
+ * relaxed (one host thread: every capture is this thread's). */
 cudaError_t unsafe(const char *fn)
 {
-    if (!capturing_any()) return cudaSuccess;
+    if (thread_mode == cudaStreamCaptureModeRelaxed) return cudaSuccess;
+    bool strict = false;
+    for (cudaStream_t s : streams) strict |= s->capture && s->mode != cudaStreamCaptureModeRelaxed;
+    if (!strict) return cudaSuccess;
     invalidate_captures();
     return fail(cudaErrorStreamCaptureUnsupported, "%s during a CUDA graph capture", fn);
 }
 
+/* Work on the legacy stream while a blocking stream is captured. */
+bool legacy_refused()
+{
+    for (cudaStream_t s : streams)
+        if (s->capture && !(s->flags & cudaStreamNonBlocking)) return true;
+    return false;
+}
+
 bool known(cudaStream_t s)
 {
-    std::lock_guard<std::mutex> lock(mu);
+    one_thread();
     return streams.count(s) != 0;
 }
 
@@ -186,7 +208,8 @@ cudaError_t stream_device(cudaStream_t s, const char *fn, int *dev)
         *dev = current_device;
         return cudaSuccess;
     }
-    if (!known(s)) return fail(cudaErrorInvalidResourceHandle, "%s: stream %p was not created (or destroyed)", fn, (void *)s);
+    if (!known(s))
+        return fail(cudaErrorInvalidResourceHandle, "%s: stream %p was not created (or destroyed)", fn, (void *)s);
     *dev = s->device;
     return cudaSuccess;
 }
@@ -197,9 +220,10 @@ cudaError_t enqueue(cudaStream_t s, const char *fn, std::function<void()> work)
     int dev = -1;
     if (cudaError_t e = stream_device(s, fn, &dev)) return e;
     if (!s) {
-        if (capturing_any()) {
+        if (legacy_refused()) {
             invalidate_captures();
-            return fail(cudaErrorStreamCaptureImplicit, "%s on the legacy default stream during a capture", fn);
+            return fail(cudaErrorStreamCaptureImplicit, "%s on the legacy stream while a blocking stream is captured",
+                        fn);
         }
     } else if (s->capture) {
         if (s->invalidated) return fail(cudaErrorStreamCaptureInvalidated, "%s: the capture was invalidated", fn);
@@ -215,11 +239,11 @@ double now_ms()
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-/* ---- the kernels' threads ---------------------------------------------- */
-
 /* ---- fibers: a stack each, and a switch between them -------------------- */
 
-#if defined(__x86_64__) && !defined(ACTC_EMU_UCONTEXT)
+/* Not under CET (-fcf-protection): a return into a fiber's first frame is
+ * not a return to its call, which a shadow stack refuses. */
+#if defined(__x86_64__) && !defined(ACTC_EMU_UCONTEXT) && !defined(__CET__)
 /* The callee-saved registers, the SSE and x87 control words, then the
  * stack pointer: what a function call may assume kept (System V ABI).
  * glibc's swapcontext also saves the signal mask, a system call each way,
@@ -257,16 +281,20 @@ struct context {
     void *sp;
 };
 /* A frame actc_emu_switch returns from into fn, which must not return:
- * the control words (MXCSR 0x1F80, x87 0x037F: the defaults), six zero
- * registers, fn as the return address, and a slot that leaves the stack
- * aligned as after a call. */
+ * the control words (the caller's, as ucontext would inherit them), six
+ * zero registers, fn as the return address, and a slot that leaves the
+ * stack aligned as after a call. */
 void context_start(context &c, char *stack, size_t size, void (*fn)())
 {
+    uint32_t mxcsr;
+    uint16_t fcw;
+    asm volatile("stmxcsr %0" : "=m"(mxcsr));
+    asm volatile("fnstcw %0" : "=m"(fcw));
     uint64_t *p = (uint64_t *)((uintptr_t)(stack + size) & ~(uintptr_t)15);
     *--p = 0;
     *--p = (uint64_t)(uintptr_t)fn;
     for (int r = 0; r < 6; r++) *--p = 0;
-    *--p = 0x1F80u | (uint64_t)0x037Fu << 32;
+    *--p = mxcsr | (uint64_t)fcw << 32;
     c.sp = p;
 }
 void context_switch(context &from, context &to) { actc_emu_switch(&from.sp, to.sp); }
@@ -294,9 +322,11 @@ struct fiber {
     char *stack;
     uint3 tid;
     int state;
-    /* at a shuffle or a barrier */
+    /* at a shuffle or a barrier: its call (file, line and the expansion's
+     * number: two shuffles on one line differ) */
     const char *file;
     unsigned line;
+    int site;
     unsigned mask;
     int kind, arg, width;
     uint64_t bits, result;
@@ -372,11 +402,11 @@ void yield()
 #endif
 }
 
-/* Two threads waiting at the same shuffle or barrier (the same line of the
- * same file: __FILE__ strings may differ in address only). */
+/* Two threads waiting at the same shuffle or barrier (__FILE__ strings may
+ * differ in address only). */
 bool same_site(const fiber &a, const fiber &b)
 {
-    return a.line == b.line && (a.file == b.file || strcmp(a.file, b.file) == 0);
+    return a.site == b.site && a.line == b.line && (a.file == b.file || strcmp(a.file, b.file) == 0);
 }
 
 const char *where(const grid_run &g)
@@ -414,19 +444,33 @@ void exchange(grid_run &g, unsigned lo, unsigned hi)
         fatal("%s: a whole-warp shuffle at %s:%u in a warp of %u threads", where(g), ref.file, ref.line, hi - lo);
     const int w = ref.width;
     if (w < 1 || w > 32 || (w & (w - 1))) fatal("%s: shuffle width %d at %s:%u", where(g), w, ref.file, ref.line);
+    /* The source lane as PTX's shfl.sync takes it (the lane or offset's
+     * low 5 bits; a segment of w lanes): idx within the segment, up and
+     * down the own value past the segment's edge, xor the own value past
+     * its end (an earlier segment may be read). */
     for (unsigned t = lo; t < hi; t++) {
         fiber &x = g.f[t];
-        const int lane = (int)(t - lo), seg = lane & ~(w - 1);
+        const int lane = (int)(t - lo), seg = lane & ~(w - 1), last = seg + w - 1, b = x.arg & 31;
         int src = lane;
         switch (x.kind) {
-        case actc_emu::SHFL_IDX: src = seg + (x.arg & (w - 1)); break;
-        case actc_emu::SHFL_UP: src = lane - seg >= x.arg ? lane - x.arg : lane; break;
-        case actc_emu::SHFL_DOWN: src = lane - seg + x.arg < w ? lane + x.arg : lane; break;
-        default: src = (lane ^ x.arg) >= seg && (lane ^ x.arg) < seg + w ? lane ^ x.arg : lane;
+        case actc_emu::SHFL_IDX: src = seg | (b & (w - 1)); break;
+        case actc_emu::SHFL_UP: src = lane - b >= seg ? lane - b : lane; break;
+        case actc_emu::SHFL_DOWN: src = lane + b <= last ? lane + b : lane; break;
+        default: src = (lane ^ b) <= last ? lane ^ b : lane;
         }
         x.result = g.f[lo + (unsigned)src].bits;
     }
     for (unsigned t = lo; t < hi; t++) g.f[t].state = RUN;
+}
+
+/* ACTC_CUDA_EMU_ORDER=reverse: threads and blocks in the other order. */
+bool reverse_order()
+{
+    static const bool r = [] {
+        const char *e = getenv("ACTC_CUDA_EMU_ORDER");
+        return e && strcmp(e, "reverse") == 0;
+    }();
+    return r;
 }
 
 void run_block(grid_run &g)
@@ -446,13 +490,15 @@ void run_block(grid_run &g)
 #endif
         context_start(f.ctx, f.stack, STACK, fiber_main);
     }
+    const bool rev = reverse_order();
     for (;;) {
         /* Warp by warp, until each thread has exited or waits at a barrier. */
-        for (unsigned lo = 0; lo < n; lo += 32) {
-            const unsigned hi = lo + 32 < n ? lo + 32 : n;
+        for (unsigned w = 0; w < (n + 31) / 32; w++) {
+            const unsigned lo = 32 * (rev ? (n + 31) / 32 - 1 - w : w), hi = lo + 32 < n ? lo + 32 : n;
             for (;;) {
                 bool shuffle = false;
-                for (unsigned t = lo; t < hi; t++) {
+                for (unsigned k = lo; k < hi; k++) {
+                    const unsigned t = rev ? lo + hi - 1 - k : k;
                     if (g.f[t].state == RUN) resume(g, t);
                     shuffle |= g.f[t].state == AT_SHUFFLE;
                 }
@@ -480,6 +526,7 @@ void run_block(grid_run &g)
 
 void run_grid(const actc_emu::launch_site &at, const std::function<void()> &body)
 {
+    one_thread();
     if (G) fatal("a kernel launched from a kernel (%s, line %d)", at.fn, at.line);
     grid_run g;
     g.at = &at;
@@ -489,7 +536,8 @@ void run_grid(const actc_emu::launch_site &at, const std::function<void()> &body
     g.cur = 0;
     G = &g;
     const size_t blocks = (size_t)at.grid.x * at.grid.y * at.grid.z;
-    for (size_t b = blocks; b-- > 0;) {
+    for (size_t k = 0; k < blocks; k++) {
+        const size_t b = reverse_order() ? k : blocks - 1 - k;
         g.block_idx = {(unsigned)(b % at.grid.x), (unsigned)(b / at.grid.x % at.grid.y),
                        (unsigned)(b / ((size_t)at.grid.x * at.grid.y))};
         run_block(g);
@@ -514,12 +562,13 @@ const uint3 &block_idx() { return running().block_idx; }
 const uint3 &block_dim() { return running().block_dim; }
 const uint3 &grid_dim() { return running().grid_dim; }
 
-uint64_t shuffle(const char *file, int line, unsigned mask, uint64_t bits, int kind, int arg, int width)
+uint64_t shuffle(const char *file, int line, int site, unsigned mask, uint64_t bits, int kind, int arg, int width)
 {
     fiber &f = G->f[running().cur];
     f.state = AT_SHUFFLE;
     f.file = file;
     f.line = (unsigned)line;
+    f.site = site;
     f.mask = mask;
     f.kind = kind;
     f.arg = arg;
@@ -529,12 +578,13 @@ uint64_t shuffle(const char *file, int line, unsigned mask, uint64_t bits, int k
     return f.result;
 }
 
-void barrier(const char *file, int line)
+void barrier(const char *file, int line, int site)
 {
     fiber &f = G->f[running().cur];
     f.state = AT_BARRIER;
     f.file = file;
     f.line = (unsigned)line;
+    f.site = site;
     yield();
 }
 
@@ -550,8 +600,8 @@ void submit(const launch_site &at, std::function<void()> body, size_t param_byte
         return;
     }
     if (param_bytes > 4096) {
-        fail(cudaErrorInvalidValue, "%s at line %d: %zu bytes of parameters (4 KiB at most)", at.fn, at.line,
-             param_bytes);
+        fail(cudaErrorInvalidValue, "%s at line %d: %zu bytes of parameters (4 KiB, the limit before CUDA 12.1)",
+             at.fn, at.line, param_bytes);
         return;
     }
     int dev = -1;
@@ -561,7 +611,7 @@ void submit(const launch_site &at, std::function<void()> body, size_t param_byte
              at.line, dev, current_device);
         return;
     }
-    std::vector<const allocation *> touched;
+    std::vector<uintptr_t> touched; /* the allocations' starts: found again when the work runs */
     for (size_t i = 0; i < pointers.size(); i++) {
         if (!pointers[i]) continue;
         const allocation *a = find(pointers[i]);
@@ -571,14 +621,22 @@ void submit(const launch_site &at, std::function<void()> body, size_t param_byte
         if (a->device != dev)
             fatal("kernel launched by %s at line %d: pointer argument %p is memory of device %d, the stream's is %d",
                   at.fn, at.line, pointers[i], a->device, dev);
-        touched.push_back(a);
+        touched.push_back((uintptr_t)a->user);
     }
     const launch_site site = at;
     enqueue(at.stream, fn, [site, body = std::move(body), touched] {
+        for (uintptr_t u : touched)
+            if (!allocations.count(u))
+                fatal("the kernel launched by %s at line %d: a buffer it was given was freed before it ran", site.fn,
+                      site.line);
         run_grid(site, body);
         char what[128];
         snprintf(what, sizeof what, "the kernel launched by %s at line %d", site.fn, site.line);
-        for (const allocation *a : touched) check_canary(*a, what);
+        for (uintptr_t u : touched) {
+            auto it = allocations.find(u);
+            if (it == allocations.end()) fatal("%s: a buffer it was given was freed before it ran", what);
+            check_canary(it->second, what);
+        }
     });
 }
 
@@ -598,6 +656,7 @@ const char *cudaGetErrorName(cudaError_t e)
     case cudaErrorNoDevice: return "cudaErrorNoDevice";
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorIllegalState: return "cudaErrorIllegalState";
     case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
     case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
@@ -617,6 +676,7 @@ const char *cudaGetErrorString(cudaError_t e)
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorIllegalState: return "the operation cannot be performed in the present state";
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
     case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
@@ -691,10 +751,7 @@ cudaError_t cudaMalloc(void **p, size_t n)
 #endif
     memset(a.user, FRESH, n);
     memset(a.user + n, CANARY, a.span - n);
-    {
-        std::lock_guard<std::mutex> lock(mu);
-        allocations[(uintptr_t)a.user] = a;
-    }
+    allocations[(uintptr_t)a.user] = a;
     *p = a.user;
     return cudaSuccess;
 }
@@ -703,14 +760,10 @@ cudaError_t cudaFree(void *p)
 {
     if (cudaError_t e = unsafe("cudaFree")) return e;
     if (!p) return cudaSuccess;
-    allocation a;
-    {
-        std::lock_guard<std::mutex> lock(mu);
-        auto it = allocations.find((uintptr_t)p);
-        if (it == allocations.end()) return fail(cudaErrorInvalidValue, "cudaFree(%p): not an allocation's start", p);
-        a = it->second;
-        allocations.erase(it);
-    }
+    auto it = allocations.find((uintptr_t)p);
+    if (it == allocations.end()) return fail(cudaErrorInvalidValue, "cudaFree(%p): not an allocation's start", p);
+    const allocation a = it->second;
+    allocations.erase(it);
     check_canary(a, "something");
 #ifdef EMU_ASAN
     free(a.map);
@@ -748,6 +801,10 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, cudaStream_t s)
 {
     if (cudaError_t e = copy_check(dst, src, n, kind, "cudaMemcpyAsync")) return e;
+    if (s && known(s) && s->capture && n && (!find(src) || !find(dst))) {
+        invalidate_captures();
+        return fail(cudaErrorStreamCaptureUnsupported, "cudaMemcpyAsync to or from pageable host memory, captured");
+    }
     return enqueue(s, "cudaMemcpyAsync", [=] {
         if (n) memmove(dst, src, n);
     });
@@ -769,6 +826,7 @@ cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s)
 
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *at, const void *p)
 {
+    if (cudaError_t e = unsafe("cudaPointerGetAttributes")) return e;
     const allocation *a = find(p);
     at->type = a ? cudaMemoryTypeDevice : cudaMemoryTypeUnregistered;
     at->device = a ? a->device : -2;
@@ -780,8 +838,8 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *at, const voi
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags)
 {
     if (!device_count()) return fail(cudaErrorNoDevice, "cudaStreamCreate");
+    one_thread();
     *s = new actc_emu_stream{current_device, flags, nullptr, cudaStreamCaptureModeGlobal, false};
-    std::lock_guard<std::mutex> lock(mu);
     streams.insert(*s);
     return cudaSuccess;
 }
@@ -791,16 +849,17 @@ cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags
 cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
     if (!known(s)) return fail(cudaErrorInvalidResourceHandle, "cudaStreamDestroy(%p)", (void *)s);
-    {
-        std::lock_guard<std::mutex> lock(mu);
-        streams.erase(s);
-    }
+    streams.erase(s);
     delete s->capture;
     delete s;
     return cudaSuccess;
 }
 
-cudaError_t cudaStreamGetDevice(cudaStream_t s, int *d) { return stream_device(s, "cudaStreamGetDevice", d); }
+cudaError_t cudaStreamGetDevice(cudaStream_t s, int *d)
+{
+    if (cudaError_t e = unsafe("cudaStreamGetDevice")) return e;
+    return stream_device(s, "cudaStreamGetDevice", d);
+}
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
 {
@@ -842,11 +901,19 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b)
     return cudaSuccess;
 }
 
+cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode)
+{
+    const cudaStreamCaptureMode m = thread_mode;
+    thread_mode = *mode;
+    *mode = m;
+    return cudaSuccess;
+}
+
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode)
 {
     if (!s) return fail(cudaErrorStreamCaptureUnsupported, "cudaStreamBeginCapture on the legacy stream");
     if (!known(s)) return fail(cudaErrorInvalidResourceHandle, "cudaStreamBeginCapture(%p)", (void *)s);
-    if (s->capture) return fail(cudaErrorIllegalAddress, "cudaStreamBeginCapture: already capturing");
+    if (s->capture) return fail(cudaErrorIllegalState, "cudaStreamBeginCapture: already capturing");
     s->capture = new actc_emu_graph;
     s->mode = mode;
     s->invalidated = false;
@@ -868,7 +935,8 @@ cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *ge, cudaGraph_t g, un
 {
     (void)flags;
     if (!g) return fail(cudaErrorInvalidValue, "cudaGraphInstantiateWithFlags: no graph");
-    *ge = new actc_emu_graph_exec{g->nodes};
+    *ge = new actc_emu_graph_exec;
+    (*ge)->nodes = g->nodes;
     return cudaSuccess;
 }
 

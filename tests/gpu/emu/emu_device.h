@@ -1,5 +1,5 @@
 /* The device side of the CPU emulation (cuda_runtime_api.h says why): what
- * src/codec/cuda/codec_cuda.cu uses of CUDA C++, in plain C++20, so that
+ * src/codec/cuda/codec_cuda.cu uses of CUDA C++, in plain C++17, so that
  * g++ compiles the kernels unchanged once their launches `K<<<g, b, m, s>>>(a)`
  * are spelled `actc_emu::launch(K, g, b, m, s, __func__, __LINE__)(a)`
  * (unchevron.cmake does that to a copy of the file at build time).
@@ -9,6 +9,7 @@
  * every thread they wait for has reached the same one (same source line). */
 #ifndef ACTC_CUDA_EMU_DEVICE_H
 #define ACTC_CUDA_EMU_DEVICE_H
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -23,7 +24,8 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline __attribute__((always_inline))
-/* One copy per block: blocks run one after another on one host thread. */
+/* One copy, which every block uses in turn (blocks run one after another
+ * on one host thread); not reset between blocks (emu.cpp). */
 #define __shared__ static
 
 struct uint3 {
@@ -48,8 +50,19 @@ inline float2 make_float2(float x, float y) { return {x, y}; }
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
 
+/* CUDA's max and min overloads. */
 inline int max(int a, int b) { return a > b ? a : b; }
 inline int min(int a, int b) { return a < b ? a : b; }
+inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+inline long long max(long long a, long long b) { return a > b ? a : b; }
+inline long long min(long long a, long long b) { return a < b ? a : b; }
+inline unsigned long long max(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
+inline unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+inline float max(float a, float b) { return fmaxf(a, b); }
+inline float min(float a, float b) { return fminf(a, b); }
+inline double max(double a, double b) { return fmax(a, b); }
+inline double min(double a, double b) { return fmin(a, b); }
 
 namespace actc_emu {
 
@@ -62,17 +75,18 @@ const uint3 &grid_dim();
 enum { SHFL_IDX, SHFL_UP, SHFL_DOWN, SHFL_XOR };
 /* Waits for the warp's other lanes at this shuffle and returns the source
  * lane's bits (emu.cpp). */
-/* file, line: the call's, which all must share. */
-uint64_t shuffle(const char *file, int line, unsigned mask, uint64_t bits, int kind, int arg, int width);
-void barrier(const char *file, int line);
+/* file, line, site: the call's (site: the macro expansion's number, so
+ * two calls on one line differ), which all must share. */
+uint64_t shuffle(const char *file, int line, int site, unsigned mask, uint64_t bits, int kind, int arg, int width);
+void barrier(const char *file, int line, int site);
 
 template <class T>
-T shuffle_as(const char *file, int line, int kind, unsigned mask, T v, int arg, int width = 32)
+T shuffle_as(const char *file, int line, int site, int kind, unsigned mask, T v, int arg, int width = 32)
 {
     static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>, "a shuffle moves up to 8 bytes");
     uint64_t bits = 0;
     std::memcpy(&bits, &v, sizeof v);
-    bits = shuffle(file, line, mask, bits, kind, arg, width);
+    bits = shuffle(file, line, site, mask, bits, kind, arg, width);
     std::memcpy(&v, &bits, sizeof v);
     return v;
 }
@@ -110,7 +124,7 @@ template <class... P> struct launcher {
             },
             *args);
         auto k = kernel;
-        submit(at, [k, args] { std::apply(k, *args); }, (sizeof(P) + ... + 0), pointers);
+        submit(at, [k, args] { std::apply(k, *args); }, sizeof(std::tuple<std::decay_t<P>...>), pointers);
     }
 };
 
@@ -129,9 +143,9 @@ launcher<P...> launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t shared
 #define gridDim (actc_emu::grid_dim())
 
 /* (mask, value, lane or delta or lane mask[, width]), as CUDA's. */
-#define __shfl_sync(...) actc_emu::shuffle_as(__FILE__, __LINE__, actc_emu::SHFL_IDX, __VA_ARGS__)
-#define __shfl_up_sync(...) actc_emu::shuffle_as(__FILE__, __LINE__, actc_emu::SHFL_UP, __VA_ARGS__)
-#define __shfl_down_sync(...) actc_emu::shuffle_as(__FILE__, __LINE__, actc_emu::SHFL_DOWN, __VA_ARGS__)
-#define __shfl_xor_sync(...) actc_emu::shuffle_as(__FILE__, __LINE__, actc_emu::SHFL_XOR, __VA_ARGS__)
-#define __syncthreads() actc_emu::barrier(__FILE__, __LINE__)
+#define __shfl_sync(...) actc_emu::shuffle_as(__FILE__, __LINE__, __COUNTER__, actc_emu::SHFL_IDX, __VA_ARGS__)
+#define __shfl_up_sync(...) actc_emu::shuffle_as(__FILE__, __LINE__, __COUNTER__, actc_emu::SHFL_UP, __VA_ARGS__)
+#define __shfl_down_sync(...) actc_emu::shuffle_as(__FILE__, __LINE__, __COUNTER__, actc_emu::SHFL_DOWN, __VA_ARGS__)
+#define __shfl_xor_sync(...) actc_emu::shuffle_as(__FILE__, __LINE__, __COUNTER__, actc_emu::SHFL_XOR, __VA_ARGS__)
+#define __syncthreads() actc_emu::barrier(__FILE__, __LINE__, __COUNTER__)
 #endif
