@@ -17,11 +17,11 @@
  * from host memory, all of which is pageable here), and the capture is
  * invalidated, as CUDA does.
  *
- * Kernels: the grid's blocks run one after another (last first: no block
+ * Kernels: the grid's blocks run one after another, last first (no block
  * may rely on another's order); a block's threads are fibers (below: a
  * stack each, switched by a few instructions on x86-64, by ucontext
  * elsewhere), each run until it finishes or waits at a shuffle or a barrier,
- * thread 0 first, or with ACTC_CUDA_EMU_ORDER=reverse the last thread first
+ * thread 0 first.  ACTC_CUDA_EMU_ORDER=reverse turns both orders round
  * (then a read of shared memory before the barrier after thread 0's write
  * sees the previous block's values, or zeros in the first block: shared
  * memory is one static copy per kernel, not reset between blocks).  A warp's
@@ -632,11 +632,7 @@ void submit(const launch_site &at, std::function<void()> body, size_t param_byte
         run_grid(site, body);
         char what[128];
         snprintf(what, sizeof what, "the kernel launched by %s at line %d", site.fn, site.line);
-        for (uintptr_t u : touched) {
-            auto it = allocations.find(u);
-            if (it == allocations.end()) fatal("%s: a buffer it was given was freed before it ran", what);
-            check_canary(it->second, what);
-        }
+        for (uintptr_t u : touched) check_canary(allocations.at(u), what);
     });
 }
 
